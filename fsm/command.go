@@ -1,0 +1,402 @@
+// Package fsm is quorate's replicated state machine: the commands that go
+// into a Raft log, their compact binary encoding, their deterministic
+// application to a group's state, and snapshots of that state.
+//
+// Apply depends only on the bytes of the log entries and on the state built
+// from earlier entries: it reads no clock, no random source and no
+// raft.Log.AppendedAt, never iterates a map in a way that reaches a result or
+// a snapshot, and keeps no floating-point state. Two FSMs that apply the same
+// entries hold identical state and produce identical snapshot bytes, however
+// the entries were batched.
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+// EnvelopeVersion is the first byte of every encoded command. A node that
+// reads another version refuses the entry rather than guessing.
+const EnvelopeVersion byte = 1
+
+// Limits on identifiers carried in commands. The HTTP layer enforces the
+// same limits with precise messages; the decoder enforces them again so that
+// a bad entry is refused identically on every replica.
+const (
+	MaxClientLen    = 256
+	MaxRequestIDLen = 128
+	// MaxBatch is the most decisions one allow entry may carry.
+	MaxBatch = 1 << 16
+)
+
+// Type identifies a command in the envelope.
+type Type byte
+
+// Command types. Values are part of the log format: never renumber.
+const (
+	TypeAllow         Type = 1 // a batch of decisions with the leader's stamp
+	TypeConfigOp      Type = 2 // one change to the configuration (tier set/delete, default set)
+	TypeInstallConfig Type = 3 // a whole configuration at a version, installed if newer
+	TypeSetTier       Type = 4 // assign a client to a tier, or remove its assignment
+	TypeReclaim       Type = 5 // forget buckets that are full at the stamp
+)
+
+func (t Type) String() string {
+	switch t {
+	case TypeAllow:
+		return "allow"
+	case TypeConfigOp:
+		return "config-op"
+	case TypeInstallConfig:
+		return "install-config"
+	case TypeSetTier:
+		return "set-tier"
+	case TypeReclaim:
+		return "reclaim"
+	}
+	return fmt.Sprintf("type(%d)", byte(t))
+}
+
+// Command is one log entry's content. The concrete types are Allow,
+// ConfigOp, InstallConfig, SetTier and Reclaim.
+type Command interface {
+	Type() Type
+	appendPayload(b []byte) []byte
+}
+
+// AllowRequest is one decision inside an Allow batch.
+type AllowRequest struct {
+	Client string
+	// Cost is the number of tokens to take, 0..bucket.MaxCost; 0 peeks.
+	Cost int64
+	// RequestID, if not empty, makes the decision idempotent within the
+	// dedup window: a second request with the same client and request id
+	// returns the first decision and takes nothing.
+	RequestID string
+}
+
+// Allow is a batch of decisions made at the leader's time Stamp
+// (nanoseconds since the Unix epoch).
+type Allow struct {
+	Stamp    int64
+	Requests []AllowRequest
+}
+
+// ConfigOpKind says what a ConfigOp changes.
+type ConfigOpKind byte
+
+// Config operation kinds. Values are part of the log format.
+const (
+	OpSetTier    ConfigOpKind = 1
+	OpDeleteTier ConfigOpKind = 2
+	OpSetDefault ConfigOpKind = 3
+)
+
+// ConfigOp changes one thing in the configuration and bumps its version by
+// one. Tier is empty for OpSetDefault; Policy is unused for OpDeleteTier.
+type ConfigOp struct {
+	Kind   ConfigOpKind
+	Tier   string
+	Policy bucket.Policy
+}
+
+// InstallConfig replaces the configuration with Config if Config.Version is
+// newer than the one in force; an older or equal version is a no-op. It is
+// how a configuration decided elsewhere (the meta group) reaches a group.
+type InstallConfig struct {
+	Config bucket.Config
+}
+
+// SetTier assigns Client to Tier; an empty Tier removes the assignment.
+type SetTier struct {
+	Client string
+	Tier   string
+}
+
+// Reclaim forgets every bucket that is full at the leader's time Stamp, and
+// expired dedup entries. A forgotten full bucket is indistinguishable from a
+// new one, so no decision changes while the policy stays the same.
+type Reclaim struct {
+	Stamp int64
+}
+
+func (Allow) Type() Type         { return TypeAllow }
+func (ConfigOp) Type() Type      { return TypeConfigOp }
+func (InstallConfig) Type() Type { return TypeInstallConfig }
+func (SetTier) Type() Type       { return TypeSetTier }
+func (Reclaim) Type() Type       { return TypeReclaim }
+
+// ErrMalformed is returned (wrapped) by Decode for bytes that are not a
+// valid command.
+var ErrMalformed = errors.New("malformed command")
+
+// ErrUnknownCommand is returned (wrapped) by Decode for a well-formed
+// envelope whose type this version does not know. Apply panics on it: a
+// replica that skipped an entry it did not understand would diverge.
+var ErrUnknownCommand = errors.New("unknown command type")
+
+// Encode returns the binary form of c: the envelope version, the type, then
+// the payload.
+func Encode(c Command) []byte {
+	return AppendCommand(make([]byte, 0, 64), c)
+}
+
+// AppendCommand appends the binary form of c to b.
+func AppendCommand(b []byte, c Command) []byte {
+	b = append(b, EnvelopeVersion, byte(c.Type()))
+	return c.appendPayload(b)
+}
+
+func (a Allow) appendPayload(b []byte) []byte {
+	b = binary.AppendVarint(b, a.Stamp)
+	b = binary.AppendUvarint(b, uint64(len(a.Requests)))
+	for _, r := range a.Requests {
+		b = appendString(b, r.Client)
+		b = binary.AppendUvarint(b, uint64(r.Cost))
+		b = appendString(b, r.RequestID)
+	}
+	return b
+}
+
+func (o ConfigOp) appendPayload(b []byte) []byte {
+	b = append(b, byte(o.Kind))
+	b = appendString(b, o.Tier)
+	return appendPolicy(b, o.Policy)
+}
+
+func (ic InstallConfig) appendPayload(b []byte) []byte {
+	return appendConfig(b, ic.Config)
+}
+
+func (s SetTier) appendPayload(b []byte) []byte {
+	b = appendString(b, s.Client)
+	return appendString(b, s.Tier)
+}
+
+func (r Reclaim) appendPayload(b []byte) []byte {
+	return binary.AppendVarint(b, r.Stamp)
+}
+
+// decoders is the dispatch table for Decode, one entry per known type.
+type decodeFunc func(r *reader) (Command, error)
+
+func newDecoders() map[Type]decodeFunc {
+	return map[Type]decodeFunc{
+		TypeAllow:         decodeAllow,
+		TypeConfigOp:      decodeConfigOp,
+		TypeInstallConfig: decodeInstallConfig,
+		TypeSetTier:       decodeSetTier,
+		TypeReclaim:       decodeReclaim,
+	}
+}
+
+var decoders = newDecoders()
+
+// Decode parses one command. It never panics: garbage yields an error
+// wrapping ErrMalformed, an unknown type one wrapping ErrUnknownCommand.
+// Trailing bytes after the payload are malformed.
+func Decode(data []byte) (Command, error) {
+	if len(data) < 2 {
+		return nil, fmt.Errorf("%w: %d bytes, need at least 2", ErrMalformed, len(data))
+	}
+	if data[0] != EnvelopeVersion {
+		return nil, fmt.Errorf("%w: envelope version %d, this node reads %d", ErrUnknownCommand, data[0], EnvelopeVersion)
+	}
+	t := Type(data[1])
+	dec, ok := decoders[t]
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, data[1])
+	}
+	r := &reader{b: data[2:]}
+	c, err := dec(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, len(r.b))
+	}
+	return c, nil
+}
+
+func decodeAllow(r *reader) (Command, error) {
+	a := Allow{Stamp: r.varint()}
+	n := r.uvarint()
+	// Every request takes at least 3 bytes: bound n before allocating.
+	if r.err == nil && (n > MaxBatch || n > uint64(len(r.b))/3) {
+		return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.b))
+	}
+	a.Requests = make([]AllowRequest, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		var req AllowRequest
+		req.Client = r.str(MaxClientLen)
+		cost := r.uvarint()
+		if cost > bucket.MaxCost {
+			return nil, fmt.Errorf("cost %d above %d", cost, bucket.MaxCost)
+		}
+		req.Cost = int64(cost)
+		req.RequestID = r.str(MaxRequestIDLen)
+		if r.err == nil && req.Client == "" {
+			return nil, errors.New("empty client id")
+		}
+		a.Requests = append(a.Requests, req)
+	}
+	return a, r.err
+}
+
+func decodeConfigOp(r *reader) (Command, error) {
+	o := ConfigOp{Kind: ConfigOpKind(r.byte())}
+	o.Tier = r.str(bucket.MaxTierNameLen)
+	o.Policy = r.policy()
+	if r.err != nil {
+		return nil, r.err
+	}
+	switch o.Kind {
+	case OpSetTier, OpDeleteTier, OpSetDefault:
+	default:
+		return nil, fmt.Errorf("config op kind %d", o.Kind)
+	}
+	return o, nil
+}
+
+func decodeInstallConfig(r *reader) (Command, error) {
+	c := r.config()
+	return InstallConfig{Config: c}, r.err
+}
+
+func decodeSetTier(r *reader) (Command, error) {
+	s := SetTier{Client: r.str(MaxClientLen), Tier: r.str(bucket.MaxTierNameLen)}
+	if r.err == nil && s.Client == "" {
+		return nil, errors.New("empty client id")
+	}
+	return s, r.err
+}
+
+func decodeReclaim(r *reader) (Command, error) {
+	return Reclaim{Stamp: r.varint()}, r.err
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendPolicy(b []byte, p bucket.Policy) []byte {
+	b = binary.AppendVarint(b, p.Capacity)
+	return binary.AppendVarint(b, p.Rate)
+}
+
+// appendConfig writes a configuration with its tiers in sorted order, so the
+// bytes depend only on the content.
+func appendConfig(b []byte, c bucket.Config) []byte {
+	b = binary.AppendUvarint(b, c.Version)
+	b = appendPolicy(b, c.Default)
+	names := c.TierNames()
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = appendString(b, n)
+		b = appendPolicy(b, c.Tiers[n])
+	}
+	return b
+}
+
+// reader decodes primitives, remembering the first error; after an error
+// every read returns a zero value.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 1 {
+		r.fail("truncated")
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) str(max int) string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(max) {
+		r.fail("string of %d bytes, at most %d allowed", n, max)
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("truncated string")
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) policy() bucket.Policy {
+	return bucket.Policy{Capacity: r.varint(), Rate: r.varint()}
+}
+
+func (r *reader) config() bucket.Config {
+	c := bucket.Config{Version: r.uvarint(), Default: r.policy()}
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b))/3 {
+		r.fail("%d tiers in %d bytes", n, len(r.b))
+	}
+	c.Tiers = make(map[string]bucket.Policy, min(n, 1024))
+	var prev string
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		name := r.str(bucket.MaxTierNameLen)
+		p := r.policy()
+		if r.err == nil && i > 0 && name <= prev {
+			r.fail("tiers not in strictly increasing order")
+		}
+		prev = name
+		c.Tiers[name] = p
+	}
+	if r.err == nil {
+		if err := c.Validate(); err != nil {
+			r.fail("%v", err)
+		}
+	}
+	return c
+}

@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+// Decision is the outcome of one AllowRequest.
+type Decision struct {
+	bucket.Decision
+	// Tier is the tier whose policy decided, or bucket.DefaultTierName.
+	Tier string
+	// Stamp is the group time the decision was made at (nanoseconds since
+	// the epoch): max(leader's stamp, group high-water time).
+	Stamp int64
+	// Duplicate reports that the request id was seen before and this is the
+	// original decision, returned again; nothing was taken this time.
+	Duplicate bool
+}
+
+// AllowResult is the result of applying an Allow: one decision per request,
+// in request order.
+type AllowResult struct {
+	Decisions []Decision
+}
+
+// ConfigResult is the result of a ConfigOp or InstallConfig.
+type ConfigResult struct {
+	// Version is the configuration version in force after the entry.
+	Version uint64
+	// Changed reports whether the entry changed the configuration.
+	Changed bool
+	// Err is set when a ConfigOp was refused (invalid policy or tier name, or
+	// deleting a tier that does not exist); the configuration is unchanged.
+	Err error
+}
+
+// SetTierResult is the result of a SetTier.
+type SetTierResult struct {
+	// Previous is the tier the client was assigned to before, or "".
+	Previous string
+}
+
+// ReclaimResult is the result of a Reclaim.
+type ReclaimResult struct {
+	Buckets int // buckets forgotten
+	Dedup   int // dedup entries expired
+}
+
+// Options configure an FSM. The zero value of a field means its default.
+type Options struct {
+	// Default is the default policy in force before any configuration entry
+	// (bucket.BuiltinDefault if zero). It must be valid.
+	Default bucket.Policy
+	// DedupWindow is how long, in group time, a request id is remembered
+	// (DefaultDedupWindow if zero).
+	DedupWindow int64
+	// DedupMax is the most request ids remembered at once (DefaultDedupMax
+	// if zero); the oldest are forgotten first.
+	DedupMax int
+}
+
+// FSM is one Raft group's state: configuration, tier assignments, buckets,
+// the request-id window and the group's high-water time.
+//
+// Apply, ApplyBatch, Snapshot and Restore are called by raft from one
+// goroutine. The read methods (Config, ClientTier, Peek, ...) may run
+// concurrently with them and see the state after some complete entry.
+type FSM struct {
+	mu        sync.RWMutex
+	highWater int64
+	applied   uint64
+	config    bucket.Config
+	tiers     map[string]string
+	buckets   map[string]bucket.State
+	dedup     *dedupWindow
+
+	initial  bucket.Config
+	dispatch map[Type]func(Command) any
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// New returns an empty FSM. It fails if opts.Default is set and invalid.
+func New(opts Options) (*FSM, error) {
+	def := opts.Default
+	if def == (bucket.Policy{}) {
+		def = bucket.BuiltinDefault
+	}
+	cfg, err := bucket.NewConfig(def)
+	if err != nil {
+		return nil, err
+	}
+	f := &FSM{initial: cfg}
+	f.reset(newDedupWindow(opts.DedupWindow, opts.DedupMax))
+	f.dispatch = map[Type]func(Command) any{
+		TypeAllow:         func(c Command) any { return f.applyAllow(c.(Allow)) },
+		TypeConfigOp:      func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
+		TypeInstallConfig: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
+		TypeSetTier:       func(c Command) any { return f.applySetTier(c.(SetTier)) },
+		TypeReclaim:       func(c Command) any { return f.applyReclaim(c.(Reclaim)) },
+	}
+	return f, nil
+}
+
+func (f *FSM) reset(d *dedupWindow) {
+	f.highWater = 0
+	f.applied = 0
+	f.config = f.initial
+	f.tiers = map[string]string{}
+	f.buckets = map[string]bucket.State{}
+	f.dedup = d
+}
+
+// Apply applies one log entry. See ApplyBatch.
+func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed log entries in order and returns one result
+// per entry: *AllowResult, *ConfigResult, *SetTierResult or *ReclaimResult
+// for commands, nil for raft's own entries. It panics on an entry it cannot
+// decode: skipping it would make this replica diverge from those that can.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		if l.Index > f.applied {
+			f.applied = l.Index
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		out[i] = f.applyBytes(l.Data)
+	}
+	return out
+}
+
+// ApplyCommand applies one encoded command outside raft (for tests and
+// tools that replay a log). It is ApplyBatch without the index bookkeeping.
+func (f *FSM) ApplyCommand(data []byte) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applyBytes(data)
+}
+
+func (f *FSM) applyBytes(data []byte) any {
+	c, err := Decode(data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: refusing to skip a committed entry: %v", err))
+	}
+	return f.dispatch[c.Type()](c)
+}
+
+// advance moves the group's time to max(stamp, high water) and returns it.
+func (f *FSM) advance(stamp int64) int64 {
+	if stamp > f.highWater {
+		f.highWater = stamp
+	}
+	return f.highWater
+}
+
+func (f *FSM) applyAllow(a Allow) *AllowResult {
+	now := f.advance(a.Stamp)
+	res := &AllowResult{Decisions: make([]Decision, len(a.Requests))}
+	for i, r := range a.Requests {
+		if r.RequestID != "" {
+			if d, ok := f.dedup.get(r.Client, r.RequestID); ok {
+				d.Duplicate = true
+				res.Decisions[i] = d
+				continue
+			}
+		}
+		d := f.decide(r.Client, r.Cost, now)
+		if r.RequestID != "" {
+			f.dedup.put(r.Client, r.RequestID, d)
+		}
+		res.Decisions[i] = d
+	}
+	f.dedup.expire(now)
+	return res
+}
+
+func (f *FSM) decide(client string, cost, now int64) Decision {
+	tier, p := f.config.Resolve(f.tiers[client])
+	s, ok := f.buckets[client]
+	if !ok {
+		s = bucket.New(p, now)
+	}
+	s, d := bucket.Decide(p, s, now, cost)
+	f.buckets[client] = s
+	return Decision{Decision: d, Tier: tier, Stamp: now}
+}
+
+func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {
+	var (
+		next bucket.Config
+		err  error
+	)
+	switch o.Kind {
+	case OpSetTier:
+		next, err = f.config.WithTier(o.Tier, o.Policy)
+	case OpDeleteTier:
+		var ok bool
+		if next, ok = f.config.WithoutTier(o.Tier); !ok {
+			err = fmt.Errorf("%w: %q", ErrNoSuchTier, o.Tier)
+		}
+	case OpSetDefault:
+		next, err = f.config.WithDefault(o.Policy)
+	}
+	if err != nil {
+		return &ConfigResult{Version: f.config.Version, Err: err}
+	}
+	f.config = next
+	return &ConfigResult{Version: next.Version, Changed: true}
+}
+
+func (f *FSM) applyInstallConfig(ic InstallConfig) *ConfigResult {
+	if ic.Config.Version <= f.config.Version {
+		return &ConfigResult{Version: f.config.Version}
+	}
+	f.config = ic.Config
+	return &ConfigResult{Version: ic.Config.Version, Changed: true}
+}
+
+func (f *FSM) applySetTier(s SetTier) *SetTierResult {
+	prev := f.tiers[s.Client]
+	if s.Tier == "" {
+		delete(f.tiers, s.Client)
+	} else {
+		f.tiers[s.Client] = s.Tier
+	}
+	return &SetTierResult{Previous: prev}
+}
+
+func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
+	now := f.advance(r.Stamp)
+	res := &ReclaimResult{Dedup: f.dedup.expire(now)}
+	// Each deletion depends only on its own bucket, so map order cannot
+	// change the outcome.
+	for client, s := range f.buckets {
+		_, p := f.config.Resolve(f.tiers[client])
+		if bucket.IsFull(p, s, now) {
+			delete(f.buckets, client)
+			res.Buckets++
+		}
+	}
+	return res
+}

@@ -1,0 +1,80 @@
+package fsm
+
+import (
+	"errors"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+// ErrNoSuchTier is returned (wrapped) when deleting a tier that does not exist.
+var ErrNoSuchTier = errors.New("no such tier")
+
+// ClientView is a client's state as seen at some time, without consuming.
+type ClientView struct {
+	Client string
+	// AssignedTier is the tier the client is assigned to ("" if none); it may
+	// name a tier that does not exist, in which case Tier is the default.
+	AssignedTier string
+	// Tier is the tier whose policy applies, or bucket.DefaultTierName.
+	Tier   string
+	Policy bucket.Policy
+	// Known reports whether the group holds a bucket for the client; a client
+	// without one has a full bucket.
+	Known bool
+	// Decision is what a cost-1 request would get at the view's time.
+	Decision bucket.Decision
+	// At is the group time the view was computed at.
+	At int64
+}
+
+// Config returns the configuration in force. The caller must not modify its
+// Tiers map.
+func (f *FSM) Config() bucket.Config {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.config
+}
+
+// HighWater returns the group's time: the largest stamp applied so far.
+func (f *FSM) HighWater() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.highWater
+}
+
+// AppliedIndex returns the index of the last raft entry applied.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// Stats returns the number of buckets, tier assignments and remembered
+// request ids.
+func (f *FSM) Stats() (buckets, assignments, requestIDs int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.buckets), len(f.tiers), f.dedup.len()
+}
+
+// View returns client's state at max(now, high water) without changing it.
+func (f *FSM) View(client string, now int64) ClientView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	now = max(now, f.highWater)
+	assigned := f.tiers[client]
+	tier, p := f.config.Resolve(assigned)
+	s, known := f.buckets[client]
+	if !known {
+		s = bucket.New(p, now)
+	}
+	return ClientView{
+		Client:       client,
+		AssignedTier: assigned,
+		Tier:         tier,
+		Policy:       p,
+		Known:        known,
+		Decision:     bucket.Peek(p, s, now, 1),
+		At:           now,
+	}
+}
