@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// metaGroupID names the group that holds the configuration.
+const metaGroupID = "meta"
+
+// group is one raft group hosted on this node: its FSM, its raft instance
+// and stores, and (for data groups) the batcher that group-commits
+// decisions while this node leads it.
+type group struct {
+	id     string
+	logger *slog.Logger
+	fsm    *fsm.FSM
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	trans  raft.Transport
+	batch  *batcher // nil for the meta group
+
+	// serving is true while this node leads the group and has applied a
+	// barrier in its term, so its FSM holds every committed entry.
+	serving atomic.Bool
+	// changed is closed and replaced whenever leadership changes.
+	mu      sync.Mutex
+	changed chan struct{}
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// groupConfig is what openGroup needs.
+type groupConfig struct {
+	id       string
+	dir      string
+	nodeID   string
+	addr     raft.ServerAddress
+	trans    raft.Transport
+	timings  RaftTimings
+	logger   *slog.Logger
+	logLevel slog.Level
+	fsmOpts  fsm.Options
+	onLeader func(*group) // called (in its own goroutine) when the node starts serving the group
+}
+
+// openGroup opens (or creates) a group's stores under dir and starts its
+// raft instance. A group with no state is bootstrapped with this node as
+// its only voter.
+func openGroup(c groupConfig) (*group, error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := fsm.New(c.fsmOpts)
+	if err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("group %s: open log: %w", c.id, err)
+	}
+	hl := newHCLogger(c.logger, "raft", c.logLevel)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.dir, 2, hl)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("group %s: open snapshots: %w", c.id, err)
+	}
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.nodeID)
+	rc.HeartbeatTimeout = c.timings.HeartbeatTimeout
+	rc.ElectionTimeout = c.timings.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.timings.LeaderLeaseTimeout
+	rc.CommitTimeout = c.timings.CommitTimeout
+	rc.SnapshotInterval = c.timings.SnapshotInterval
+	rc.SnapshotThreshold = c.timings.SnapshotThreshold
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.Logger = hl
+
+	has, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if !has {
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.addr,
+		}}}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.trans, boot); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("group %s: bootstrap: %w", c.id, err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.trans)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("group %s: start raft: %w", c.id, err)
+	}
+	g := &group{
+		id:      c.id,
+		logger:  c.logger.With("group", c.id),
+		fsm:     f,
+		raft:    r,
+		store:   store,
+		trans:   c.trans,
+		changed: make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	g.wg.Add(1)
+	go g.watchLeadership(c.onLeader)
+	return g, nil
+}
+
+// watchLeadership keeps serving in step with raft's leadership: on winning
+// an election it applies a barrier first, so that reads and decisions start
+// from every committed entry.
+func (g *group) watchLeadership(onLeader func(*group)) {
+	defer g.wg.Done()
+	ch := g.raft.LeaderCh()
+	for {
+		select {
+		case <-g.stop:
+			g.setServing(false)
+			return
+		case leader := <-ch:
+			if !leader {
+				g.setServing(false)
+				continue
+			}
+			for g.raft.State() == raft.Leader {
+				if err := g.raft.Barrier(5 * time.Second).Error(); err == nil {
+					g.setServing(true)
+					if onLeader != nil {
+						go onLeader(g)
+					}
+					break
+				} else if errors.Is(err, raft.ErrRaftShutdown) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (g *group) setServing(v bool) {
+	if g.serving.Swap(v) == v {
+		return
+	}
+	g.logger.Info("leadership changed", "serving", v)
+	g.mu.Lock()
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// leadershipChanged returns a channel closed at the next leadership change.
+func (g *group) leadershipChanged() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+// waitServing blocks until this node serves the group or ctx is done.
+func (g *group) waitServing(ctx context.Context) error {
+	for !g.serving.Load() {
+		select {
+		case <-g.leadershipChanged():
+		case <-ctx.Done():
+			return fmt.Errorf("%w: group %s has no leader here: %w", ErrUnavailable, g.id, ctx.Err())
+		case <-g.stop:
+			return ErrShuttingDown
+		}
+	}
+	return nil
+}
+
+// apply proposes one command and waits for its result, converting ctx's
+// deadline into raft's enqueue timeout.
+func (g *group) apply(ctx context.Context, c fsm.Command) (any, error) {
+	if err := g.waitServing(ctx); err != nil {
+		return nil, err
+	}
+	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
+	errc := make(chan error, 1)
+	go func() { errc <- fut.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return nil, raftError(g.id, err)
+		}
+		return fut.Response(), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, g.id, ctx.Err())
+	}
+}
+
+// enqueueTimeout is how long raft may wait to accept an entry: what is left
+// of ctx's deadline, or 5 s without one.
+func enqueueTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return 5 * time.Second
+}
+
+// raftError maps raft's errors to the node's. Not-leader errors mean the
+// entry was not appended; ErrLeadershipLost is ambiguous (the entry may yet
+// commit), which a retry with the same request id resolves.
+func raftError(id string, err error) error {
+	switch {
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShuttingDown
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, id, err)
+	}
+	return fmt.Errorf("group %s: %w", id, err)
+}
+
+// verifyRead confirms this node still leads the group, so its FSM holds
+// every acknowledged entry and a read from it is linearizable.
+func (g *group) verifyRead(ctx context.Context) error {
+	if err := g.waitServing(ctx); err != nil {
+		return err
+	}
+	fut := g.raft.VerifyLeader()
+	errc := make(chan error, 1)
+	go func() { errc <- fut.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return raftError(g.id, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
+	}
+}
+
+// close stops the group's raft and closes its stores.
+func (g *group) close() error {
+	close(g.stop)
+	if g.batch != nil {
+		g.batch.close()
+	}
+	err := g.raft.Shutdown().Error()
+	g.wg.Wait()
+	if c, ok := g.trans.(raft.WithClose); ok {
+		_ = c.Close()
+	}
+	return errors.Join(err, g.store.Close())
+}

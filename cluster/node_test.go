@@ -1,0 +1,265 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// manualClock is a Clock that moves only when the test says so.
+type manualClock struct{ ns atomic.Int64 }
+
+var _ Clock = (*manualClock)(nil)
+
+func newManualClock() *manualClock {
+	c := &manualClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *manualClock) Now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+var fastRaft = RaftTimings{
+	HeartbeatTimeout:   50 * time.Millisecond,
+	ElectionTimeout:    50 * time.Millisecond,
+	LeaderLeaseTimeout: 50 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+	SnapshotInterval:   time.Hour,
+	SnapshotThreshold:  1 << 20,
+}
+
+func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) *Node {
+	t.Helper()
+	opts := Options{
+		NodeID:          "n1",
+		DataDir:         dir,
+		Groups:          4,
+		Clock:           clock,
+		Logger:          slog.New(slog.DiscardHandler),
+		ReclaimInterval: -1,
+		Raft:            fastRaft,
+		Registerer:      prometheus.NewRegistry(),
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	n, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	require.Eventually(t, func() bool {
+		return n.Ready(context.Background()) == nil && n.meta.fsm.Config().Version >= 1
+	}, 10*time.Second, 5*time.Millisecond, "node never became ready")
+	return n
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func allowOne(t *testing.T, n *Node, client string, cost int64) fsm.Decision {
+	t.Helper()
+	ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: client, Cost: cost}})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	return ds[0]
+}
+
+func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) ConfigChange {
+	t.Helper()
+	cc, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: name,
+		Policy: bucket.Policy{Capacity: capacity, Rate: perSecond * bucket.Scale}})
+	require.NoError(t, err)
+	require.Empty(t, cc.Lagging)
+	return cc
+}
+
+// TestWorkedExampleOnNode runs DESIGN.md §1's example through a real node:
+// real raft, real bolt files, an injected clock.
+func TestWorkedExampleOnNode(t *testing.T) {
+	clock := newManualClock()
+	n := startNode(t, t.TempDir(), clock, func(o *Options) {
+		o.Initial = bucket.Config{Default: bucket.Policy{Capacity: 3, Rate: bucket.Scale}}
+	})
+	setTier(t, n, "free", 5, 1)
+	require.NoError(t, n.SetClientTier(ctx(t), "alice", "free"))
+
+	type step struct {
+		advance   time.Duration
+		client    string
+		allowed   bool
+		remaining int64
+		tier      string
+	}
+	run := func(steps []step) {
+		t.Helper()
+		for i, s := range steps {
+			clock.Advance(s.advance)
+			d := allowOne(t, n, s.client, 1)
+			assert.Equal(t, s.allowed, d.Allowed, "step %d: allow(%s) = %v, want %v", i, s.client, d.Allowed, s.allowed)
+			assert.Equal(t, s.remaining, d.RemainingTokens(), "step %d: remaining", i)
+			assert.Equal(t, s.tier, d.Tier, "step %d: tier", i)
+		}
+	}
+	run([]step{
+		{0, "alice", true, 4, "free"}, {0, "alice", true, 3, "free"}, {0, "alice", true, 2, "free"},
+		{0, "alice", true, 1, "free"}, {0, "alice", true, 0, "free"}, {0, "alice", false, 0, "free"},
+		{2 * time.Second, "alice", true, 1, "free"}, {0, "alice", true, 0, "free"}, {0, "alice", false, 0, "free"},
+		{0, "bob", true, 2, bucket.DefaultTierName},
+	})
+
+	setTier(t, n, "free", 10, 1)
+	v, err := n.Client(ctx(t), "alice")
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), v.Decision.RemainingTokens(), "raising capacity must not gift tokens")
+	assert.Equal(t, int64(10), v.Policy.Capacity)
+
+	clock.Advance(4 * time.Second) // balance 4 under capacity 10
+	setTier(t, n, "free", 2, 1)
+	run([]step{{0, "alice", true, 1, "free"}, {0, "alice", true, 0, "free"}, {0, "alice", false, 0, "free"}})
+}
+
+func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
+	dir := t.TempDir()
+	clock := newManualClock()
+	n := startNode(t, dir, clock)
+	setTier(t, n, "pro", 100, 0)
+	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro"))
+	for range 30 {
+		allowOne(t, n, "carol", 1)
+	}
+	for i := range 50 {
+		allowOne(t, n, fmt.Sprintf("c%d", i), 3)
+	}
+	before, err := n.Client(ctx(t), "carol")
+	require.NoError(t, err)
+	require.Equal(t, int64(70), before.Decision.RemainingTokens())
+	require.NoError(t, n.Close())
+
+	n2 := startNode(t, dir, clock)
+	after, err := n2.Client(ctx(t), "carol")
+	require.NoError(t, err)
+	assert.Equal(t, before.Decision.Remaining, after.Decision.Remaining)
+	assert.Equal(t, "pro", after.Tier)
+	cfg, err := n2.Config(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, bucket.Policy{Capacity: 100, Rate: 0}, cfg.Tiers["pro"])
+	for i := range 50 {
+		v, err := n2.Client(ctx(t), fmt.Sprintf("c%d", i))
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), v.Decision.RemainingTokens(), "client c%d", i)
+	}
+	d := allowOne(t, n2, "carol", 70)
+	assert.True(t, d.Allowed)
+	assert.False(t, allowOne(t, n2, "carol", 1).Allowed, "the bucket continues, it is not fresh")
+}
+
+func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
+	clock := newManualClock()
+	n := startNode(t, t.TempDir(), clock)
+	setTier(t, n, "fixed", 500, 0)
+	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed"))
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "hot", Cost: 1}})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if ds[0].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(500), admitted.Load(), "1280 requests against capacity 500, rate 0")
+}
+
+func TestMixedGroupBatchKeepsOrder(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	var reqs []fsm.AllowRequest
+	for i := range 40 {
+		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("k%d", i%8), Cost: int64(i % 3)})
+	}
+	ds, err := n.Allow(ctx(t), reqs)
+	require.NoError(t, err)
+	require.Len(t, ds, len(reqs))
+	// Replay the same requests against a plain bucket per client.
+	want := map[string]int64{}
+	for i, r := range reqs {
+		bal, ok := want[r.Client]
+		if !ok {
+			bal = bucket.BuiltinDefault.Capacity
+		}
+		if bal >= r.Cost {
+			bal -= r.Cost
+		}
+		want[r.Client] = bal
+		assert.Equal(t, bal, ds[i].RemainingTokens(), "request %d (%s cost %d)", i, r.Client, r.Cost)
+	}
+}
+
+func TestDuplicateRequestIDTakesNothing(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	req := []fsm.AllowRequest{{Client: "dave", Cost: 4, RequestID: "r-1"}}
+	first, err := n.Allow(ctx(t), req)
+	require.NoError(t, err)
+	again, err := n.Allow(ctx(t), req)
+	require.NoError(t, err)
+	assert.True(t, again[0].Duplicate)
+	assert.Equal(t, first[0].Remaining, again[0].Remaining)
+	v, err := n.Client(ctx(t), "dave")
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), v.Decision.RemainingTokens())
+}
+
+func TestConfigChangeReachesEveryGroup(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	cc := setTier(t, n, "free", 5, 1)
+	assert.Len(t, cc.Applied, 4)
+	for _, g := range n.groups {
+		assert.Equal(t, cc.Version, g.fsm.Config().Version, "group %s", g.id)
+		assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale}, g.fsm.Config().Tiers["free"], "group %s", g.id)
+	}
+	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 0}})
+	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
+	_, err = n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: "nope"})
+	assert.ErrorIs(t, err, fsm.ErrNoSuchTier)
+	cfg, err := n.Config(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, cc.Version, cfg.Version, "refused changes must not bump the version")
+}
+
+func TestDataDirRemembersGroupCount(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, newManualClock())
+	require.NoError(t, n.Close())
+	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler)})
+	assert.ErrorContains(t, err, "created with 4 groups")
+	_, err = New(Options{NodeID: "other", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler)})
+	assert.ErrorContains(t, err, "belongs to node")
+}
+
+func TestInvalidInitialDefaultRefused(t *testing.T) {
+	_, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), Initial: bucket.Config{Default: bucket.Policy{Capacity: -1}}})
+	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
+}

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+// Options configure a Node. Zero fields take the defaults documented on
+// each; Options is passed to New and never read again after it returns.
+type Options struct {
+	// NodeID names the node in raft and in membership. Required.
+	NodeID string
+	// DataDir holds every group's raft log, stable store and snapshots. Required.
+	DataDir string
+	// RaftAddr is the address other nodes reach this node's raft traffic at.
+	RaftAddr string
+	// Groups is the number of data groups, fixed when the cluster is created
+	// (DefaultGroups if zero). A node refuses to start with a data dir
+	// created with another number.
+	Groups int
+	// Initial seeds the configuration of a new cluster: its default policy
+	// and tiers are installed as configuration version 1 when the meta group
+	// first has a leader and holds version 0. Later changes go through the
+	// API. A zero Default means bucket.BuiltinDefault; the default must be
+	// valid and tier policies must be valid.
+	Initial bucket.Config
+	// Clock stamps proposals (SystemClock if nil).
+	Clock Clock
+	// Logger receives the node's and raft's logs (slog.Default if nil).
+	Logger *slog.Logger
+	// RaftLogLevel filters raft's own logs (slog.LevelWarn if nil).
+	RaftLogLevel slog.Leveler
+	// Registerer receives the node's metrics (none registered if nil).
+	Registerer prometheus.Registerer
+	// MaxBatch is the most decisions in one log entry (DefaultMaxBatch if zero).
+	MaxBatch int
+	// MaxInflight is how many allow entries a group leader keeps in flight
+	// at once (DefaultMaxInflight if zero). Requests that arrive while the
+	// limit is reached ride in the next entry.
+	MaxInflight int
+	// ReclaimInterval is how often a group leader forgets full buckets
+	// (DefaultReclaimInterval if zero; negative disables reclamation).
+	ReclaimInterval time.Duration
+	// Raft holds the raft timings (DefaultRaftTimings if zero).
+	Raft RaftTimings
+}
+
+// RaftTimings are the raft timeouts every group uses.
+type RaftTimings struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotInterval   time.Duration
+	SnapshotThreshold  uint64
+}
+
+// Defaults.
+const (
+	DefaultGroups          = 16
+	DefaultMaxBatch        = 4096
+	DefaultMaxInflight     = 2
+	DefaultReclaimInterval = time.Minute
+)
+
+// DefaultRaftTimings suit a LAN: a crashed leader is replaced in about a
+// second.
+var DefaultRaftTimings = RaftTimings{
+	HeartbeatTimeout:   500 * time.Millisecond,
+	ElectionTimeout:    500 * time.Millisecond,
+	LeaderLeaseTimeout: 250 * time.Millisecond,
+	CommitTimeout:      50 * time.Millisecond,
+	SnapshotInterval:   30 * time.Second,
+	SnapshotThreshold:  8192,
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.NodeID == "" {
+		return o, errors.New("cluster: NodeID is required")
+	}
+	if o.DataDir == "" {
+		return o, errors.New("cluster: DataDir is required")
+	}
+	if o.Groups == 0 {
+		o.Groups = DefaultGroups
+	}
+	if o.Groups < 1 || o.Groups > 1024 {
+		return o, fmt.Errorf("cluster: groups must be 1..1024, got %d", o.Groups)
+	}
+	if o.Initial.Default == (bucket.Policy{}) {
+		o.Initial.Default = bucket.BuiltinDefault
+	}
+	if err := o.Initial.Validate(); err != nil {
+		return o, fmt.Errorf("cluster: initial configuration: %w", err)
+	}
+	for _, name := range o.Initial.TierNames() {
+		if err := o.Initial.Tiers[name].Validate(); err != nil {
+			return o, fmt.Errorf("cluster: initial configuration: tier %q: %w", name, err)
+		}
+	}
+	o.Initial.Version = 1
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RaftLogLevel == nil {
+		o.RaftLogLevel = slog.LevelWarn
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.ReclaimInterval == 0 {
+		o.ReclaimInterval = DefaultReclaimInterval
+	}
+	if o.Raft == (RaftTimings{}) {
+		o.Raft = DefaultRaftTimings
+	}
+	if o.RaftAddr == "" {
+		o.RaftAddr = "127.0.0.1:7947"
+	}
+	return o, nil
+}

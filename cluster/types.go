@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors returned by Node methods. The HTTP layer maps them to status codes.
+var (
+	// ErrUnavailable means the group could not decide before the deadline:
+	// it has no leader, or no quorum. Nothing was decided (or, for an
+	// ambiguous outcome, a retry with the same request id is safe).
+	ErrUnavailable = errors.New("group unavailable")
+	// ErrShuttingDown means the node is stopping and takes no new work.
+	ErrShuttingDown = errors.New("node shutting down")
+)
+
+// Status is a node's view of the cluster, for GET /v1/cluster.
+type Status struct {
+	NodeID string        `json:"node_id"`
+	Nodes  []NodeStatus  `json:"nodes"`
+	Groups []GroupStatus `json:"groups"`
+}
+
+// NodeStatus describes one member.
+type NodeStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	State    string `json:"state"` // "alive", "suspect", "dead", "left"
+}
+
+// GroupStatus describes one raft group as this node sees it.
+type GroupStatus struct {
+	// ID is the group number; the meta group is "meta", data groups "0".."G-1".
+	ID           string    `json:"id"`
+	State        string    `json:"state"` // this node's raft state: Leader, Follower, Candidate, Shutdown
+	Leader       string    `json:"leader"`
+	Term         uint64    `json:"term"`
+	AppliedIndex uint64    `json:"applied_index"`
+	CommitIndex  uint64    `json:"commit_index"`
+	LastContact  time.Time `json:"last_contact,omitzero"`
+	Voters       []string  `json:"voters"`
+	// ConfigVersion is the configuration version applied in this group.
+	ConfigVersion uint64 `json:"config_version"`
+}
+
+// ConfigChange reports where a configuration change was applied.
+type ConfigChange struct {
+	// Version is the configuration version the change produced.
+	Version uint64 `json:"version"`
+	// Applied lists the groups that applied Version before the answer.
+	Applied []string `json:"applied"`
+	// Lagging lists the groups that had not applied Version by the deadline;
+	// they will, when they can.
+	Lagging []string `json:"lagging,omitempty"`
+}
