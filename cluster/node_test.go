@@ -28,7 +28,7 @@ func newManualClock() *manualClock {
 	return c
 }
 
-func (c *manualClock) Now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 var fastRaft = RaftTimings{
