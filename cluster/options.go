@@ -20,6 +20,8 @@ type Options struct {
 	DataDir string
 	// RaftAddr is the address other nodes reach this node's raft traffic at.
 	RaftAddr string
+	// HTTPAddr is the address of this node's HTTP API, as shown in Status.
+	HTTPAddr string
 	// Groups is the number of data groups, fixed when the cluster is created
 	// (DefaultGroups if zero). A node refuses to start with a data dir
 	// created with another number.

@@ -195,7 +195,7 @@ func (n *Node) Ready(ctx context.Context) error {
 // Status returns this node's view of every group.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.opts.RaftAddr, State: "alive"}}
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.opts.RaftAddr, HTTPAddr: n.opts.HTTPAddr, State: "alive"}}
 	for _, g := range append([]*group{n.meta}, n.groups...) {
 		st.Groups = append(st.Groups, g.status())
 	}

@@ -1,0 +1,56 @@
+# quorate — run `make help` for the targets.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin:$(shell go env GOPATH 2>/dev/null)/bin
+
+GO        ?= go
+BIN       := bin/quorate
+GOFLAGS_BUILD := -trimpath
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/quorate.
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/quorate
+
+.PHONY: run
+run: build ## Run a single-node quorate on 127.0.0.1:7070 with data in ./quorate-data.
+	./$(BIN) serve
+
+.PHONY: test
+test: ## Run every test (race detector on), including the model test and a short fuzz pass.
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 8m ./...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the command decoder for FUZZTIME (default 60s).
+	$(GO) test ./fsm -run '^$$' -fuzz FuzzDecode -fuzztime $(or $(FUZZTIME),60s)
+
+.PHONY: bench
+bench: ## Run the Go micro-benchmarks (bucket, fsm) COUNT times (default 6) into bench.out.
+	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(COUNT),6) ./bucket ./fsm | tee bench.out
+
+.PHONY: loadtest
+loadtest: build ## Start a throwaway node and drive it with scripts/loadgen (64 connections, 20 s).
+	./scripts/loadtest.sh
+
+.PHONY: fmt
+fmt: ## Format the code; fails if anything was unformatted (for CI).
+	gofmt -w $$(git ls-files '*.go')
+	git diff --exit-code -- '*.go'
+
+.PHONY: vet
+vet: ## go vet.
+	$(GO) vet ./...
+
+.PHONY: tidy
+tidy: ## go mod tidy; fails if go.mod or go.sum changed.
+	$(GO) mod tidy
+	git diff --exit-code -- go.mod go.sum
+
+.PHONY: clean
+clean: ## Remove build output (not data directories).
+	rm -rf bin bench.out

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/transport/httpapi"
+)
+
+const usage = `quorate: a replicated rate limiter
+
+Usage:
+  quorate serve [flags]                          run a node (quorate serve -h for flags)
+  quorate allow CLIENT [--cost N] [--request-id ID]
+  quorate client get CLIENT
+  quorate client set-tier CLIENT TIER
+  quorate client remove-tier CLIENT
+  quorate tier list
+  quorate tier set NAME --capacity C --rate R     R in tokens per second, e.g. 0.5
+  quorate tier delete NAME
+  quorate default set --capacity C --rate R
+  quorate status
+
+Client commands take --addr HOST:PORT (env QUORATE_ADDR, default 127.0.0.1:7070),
+--timeout (default 10s) and --json (print the server's JSON answer).
+
+Exit codes: 0 success (allow: allowed), 1 error, 2 usage, 3 allow: denied.
+`
+
+// usageError marks errors in how quorate was called (exit code 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// errDenied is returned by `quorate allow` for a denied request (exit code 3).
+var errDenied = errors.New("denied")
+
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case errors.As(err, &u), errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.Is(err, errDenied):
+		return 3
+	}
+	return 1
+}
+
+// run is the whole program: main only wires the process to it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{errors.New("no command")}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cl := &cli{stdout: stdout, stderr: stderr}
+	name := cmd
+	if len(rest) > 0 && slices.Contains([]string{"client", "tier", "default"}, cmd) {
+		name, rest = cmd+" "+rest[0], rest[1:]
+	}
+	c, ok := cl.commands()[name]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return usageError{fmt.Errorf("unknown command %q", name)}
+	}
+	return cl.runCommand(ctx, name, c, rest)
+}
+
+// command is one client subcommand: its flags, how many arguments it
+// takes, and what it does.
+type command struct {
+	args  []string // names of the positional arguments
+	flags func(fs *flag.FlagSet)
+	do    func(ctx context.Context, c *httpapi.Client, args []string) (any, error)
+	print func(w io.Writer, v any)
+}
+
+type cli struct {
+	stdout, stderr io.Writer
+	addr           string
+	timeout        time.Duration
+	json           bool
+
+	cost      int64
+	requestID string
+	capacity  string
+	rate      string
+}
+
+func (cl *cli) runCommand(ctx context.Context, name string, c command, args []string) error {
+	fs := flag.NewFlagSet("quorate "+name, flag.ContinueOnError)
+	fs.SetOutput(cl.stderr)
+	fs.StringVar(&cl.addr, "addr", "127.0.0.1:7070", "address of a quorate node (env QUORATE_ADDR)")
+	fs.DurationVar(&cl.timeout, "timeout", 10*time.Second, "give up after this long")
+	fs.BoolVar(&cl.json, "json", false, "print the server's answer as JSON")
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usageError{err}
+	}
+	if len(pos) != len(c.args) {
+		return usageError{fmt.Errorf("quorate %s takes %d argument(s) (%s), got %d", name, len(c.args), strings.Join(c.args, " "), len(pos))}
+	}
+	if !isSet(fs, "addr") {
+		if err := parseWithEnv(fs, nil); err != nil {
+			return usageError{err}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.timeout)
+	defer cancel()
+	client := httpapi.NewClient(cl.addr, &http.Client{Timeout: cl.timeout + time.Second})
+	v, err := c.do(ctx, client, pos)
+	if v != nil {
+		if cl.json || c.print == nil {
+			enc := json.NewEncoder(cl.stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(v)
+		} else {
+			c.print(cl.stdout, v)
+		}
+	}
+	return err
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func (cl *cli) policyFlags(fs *flag.FlagSet) {
+	fs.StringVar(&cl.capacity, "capacity", "", "bucket capacity in tokens (required)")
+	fs.StringVar(&cl.rate, "rate", "", "refill rate in tokens per second, up to 9 decimals (required)")
+}
+
+func (cl *cli) policy() (bucket.Policy, error) {
+	if cl.capacity == "" || cl.rate == "" {
+		return bucket.Policy{}, usageError{errors.New("--capacity and --rate are required")}
+	}
+	c, err := bucket.ParseCapacity(cl.capacity)
+	if err != nil {
+		return bucket.Policy{}, usageError{err}
+	}
+	r, err := bucket.ParseRate(cl.rate)
+	if err != nil {
+		return bucket.Policy{}, usageError{err}
+	}
+	return bucket.Policy{Capacity: c, Rate: r}, nil
+}
+
+func (cl *cli) commands() map[string]command {
+	return map[string]command{
+		"allow": {
+			args: []string{"CLIENT"},
+			flags: func(fs *flag.FlagSet) {
+				fs.Int64Var(&cl.cost, "cost", 1, "tokens to take (0 peeks)")
+				fs.StringVar(&cl.requestID, "request-id", "", "idempotency key: a retry with the same id takes nothing")
+			},
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				r, err := c.Allow(ctx, a[0], cl.cost, cl.requestID)
+				if err != nil {
+					return nil, err
+				}
+				if !r.Allowed {
+					return r, errDenied
+				}
+				return r, nil
+			},
+			print: func(w io.Writer, v any) {
+				r := v.(httpapi.AllowResponse)
+				verdict := "allowed"
+				if !r.Allowed {
+					verdict = "denied"
+				}
+				fmt.Fprintf(w, "%s remaining=%d limit=%d tier=%s retry_after_ms=%d reset_after_ms=%d", verdict, r.Remaining, r.Limit, r.Tier, r.RetryAfterMs, r.ResetAfterMs)
+				if r.Duplicate {
+					fmt.Fprint(w, " duplicate=true")
+				}
+				fmt.Fprintln(w)
+			},
+		},
+		"client get": {
+			args: []string{"CLIENT"},
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				r, err := c.GetClient(ctx, a[0])
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			},
+		},
+		"client set-tier": {
+			args: []string{"CLIENT", "TIER"},
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				if err := c.SetClientTier(ctx, a[0], a[1]); err != nil {
+					return nil, err
+				}
+				return httpapi.ClientTierResponse{Client: a[0], Tier: a[1]}, nil
+			},
+			print: func(w io.Writer, v any) {
+				r := v.(httpapi.ClientTierResponse)
+				fmt.Fprintf(w, "client %s is in tier %s\n", r.Client, r.Tier)
+			},
+		},
+		"client remove-tier": {
+			args: []string{"CLIENT"},
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				if err := c.RemoveClientTier(ctx, a[0]); err != nil {
+					return nil, err
+				}
+				return httpapi.ClientTierResponse{Client: a[0]}, nil
+			},
+			print: func(w io.Writer, v any) {
+				fmt.Fprintf(w, "client %s uses the default policy\n", v.(httpapi.ClientTierResponse).Client)
+			},
+		},
+		"tier list": {
+			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+				r, err := c.Tiers(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			},
+			print: func(w io.Writer, v any) {
+				r := v.(httpapi.TiersResponse)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "TIER\tCAPACITY\tREFILL/S\n")
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", bucket.DefaultTierName, r.Default.Capacity, r.Default.RefillPerSecond)
+				names := make([]string, 0, len(r.Tiers))
+				for n := range r.Tiers {
+					names = append(names, n)
+				}
+				slices.Sort(names)
+				for _, n := range names {
+					fmt.Fprintf(tw, "%s\t%d\t%s\n", n, r.Tiers[n].Capacity, r.Tiers[n].RefillPerSecond)
+				}
+				tw.Flush()
+				fmt.Fprintf(w, "config version %d\n", r.Version)
+			},
+		},
+		"tier set": {
+			args:  []string{"NAME"},
+			flags: cl.policyFlags,
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				p, err := cl.policy()
+				if err != nil {
+					return nil, err
+				}
+				return configAnswer(c.PutTier(ctx, a[0], p))
+			},
+			print: printConfigChange,
+		},
+		"tier delete": {
+			args: []string{"NAME"},
+			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+				return configAnswer(c.DeleteTier(ctx, a[0]))
+			},
+			print: printConfigChange,
+		},
+		"default set": {
+			flags: cl.policyFlags,
+			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+				p, err := cl.policy()
+				if err != nil {
+					return nil, err
+				}
+				return configAnswer(c.PutDefault(ctx, p))
+			},
+			print: printConfigChange,
+		},
+		"status": {
+			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+				r, err := c.Cluster(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			},
+		},
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/transport/httpapi"
+)
+
+// serveFlags are `quorate serve`'s settings.
+type serveFlags struct {
+	nodeID      string
+	dataDir     string
+	httpAddr    string
+	raftAddr    string
+	groups      int
+	config      string
+	logLevel    string
+	logFormat   string
+	maxBatch    int
+	maxInflight int
+	reclaim     time.Duration
+}
+
+func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.nodeID, "node-id", "node1", "this node's name in raft and membership")
+	fs.StringVar(&f.dataDir, "data-dir", "quorate-data", "directory for raft logs, snapshots and node identity")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7070", "host:port of the HTTP API")
+	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7071", "host:port of the raft transport")
+	fs.IntVar(&f.groups, "groups", cluster.DefaultGroups, "number of data groups, fixed when the cluster is created")
+	fs.StringVar(&f.config, "config", "", "JSON file with the default policy and tiers a new cluster starts with")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.IntVar(&f.maxBatch, "max-batch", cluster.DefaultMaxBatch, "most decisions in one raft entry")
+	fs.IntVar(&f.maxInflight, "max-inflight", cluster.DefaultMaxInflight, "allow entries in flight per group leader")
+	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
+	return fs, f
+}
+
+// parseWithEnv parses args, then fills every flag not given on the command
+// line from QUORATE_<NAME> (upper case, '-' as '_') if that is set.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "QUORATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !set[f.Name] {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// serve runs a node until ctx is cancelled (SIGINT/SIGTERM), then shuts
+// down gracefully: stop taking requests, finish those in flight, stop raft.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, f := newServeFlagSet(stderr)
+	if err := parseWithEnv(fs, args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return usageError{err}
+	}
+	initial, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	node, err := cluster.New(cluster.Options{
+		NodeID:          f.nodeID,
+		DataDir:         f.dataDir,
+		RaftAddr:        f.raftAddr,
+		HTTPAddr:        f.httpAddr,
+		Groups:          f.groups,
+		Initial:         initial,
+		Logger:          logger,
+		Registerer:      reg,
+		MaxBatch:        f.maxBatch,
+		MaxInflight:     f.maxInflight,
+		ReclaimInterval: f.reclaim,
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	api := httpapi.New(node, httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg})
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir, "groups", f.groups)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("http shutdown", "err", err)
+	}
+	if err := node.Close(); err != nil {
+		return fmt.Errorf("node shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Starts a throwaway single node on loopback with a fresh data dir, drives it
+# with scripts/loadgen, prints the result and the group-commit batch sizes,
+# and stops the node it started (by PID).
+#   CONNS=64 DURATION=20s KEYS=10000 scripts/loadtest.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+CONNS=${CONNS:-64}
+DURATION=${DURATION:-20s}
+KEYS=${KEYS:-10000}
+HTTP=${HTTP:-127.0.0.1:17070}
+RAFT=${RAFT:-127.0.0.1:17071}
+
+go build -o bin/quorate ./cmd/quorate
+go build -o bin/loadgen ./scripts/loadgen
+dir=$(mktemp -d)
+./bin/quorate serve --data-dir "$dir/data" --http-addr "$HTTP" --raft-addr "$RAFT" --log-level warn \
+  ${QUORATE_ARGS:-} 2>"$dir/node.log" &
+pid=$!
+cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT INT TERM
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://$HTTP/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "http://$HTTP/readyz" >/dev/null || { cat "$dir/node.log"; exit 1; }
+
+./bin/loadgen -targets "http://$HTTP" -c "$CONNS" -duration "$DURATION" -keys "$KEYS"
+echo "group-commit batch size (decisions per raft entry):"
+curl -fsS "http://$HTTP/metrics" | awk '
+  /^quorate_raft_entry_decisions_sum/ {s=$2}
+  /^quorate_raft_entry_decisions_count/ {c=$2}
+  END { if (c > 0) printf "  entries=%d mean=%.1f\n", c, s/c }'
