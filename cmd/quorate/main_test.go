@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/transport/httpapi"
+)
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// startServe runs `quorate serve` in-process and returns a client for it and
+// a function that stops it (as SIGTERM would) and returns serve's error.
+func startServe(t *testing.T, args ...string) (*httpapi.Client, string, func() error) {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--log-level", "warn", "--groups", "4"}, args...), &bytes.Buffer{}, &stderr)
+	}()
+	c := httpapi.NewClient(addr, nil)
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			return true
+		default:
+		}
+		return c.Ready(context.Background()) == nil
+	}, 15*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+	default:
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return c, addr, stop
+}
+
+func TestServeSeedsConfigAndSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "limits.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"default":{"capacity":3,"refill_per_second":0},
+		"tiers":{"free":{"capacity":5,"refill_per_second":0.5}}}`), 0o644))
+	data := filepath.Join(dir, "data")
+	ctx := context.Background()
+
+	c, _, stop := startServe(t, "--data-dir", data, "--config", cfg)
+	tiers, err := c.Tiers(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), tiers.Default.Capacity)
+	assert.Equal(t, "0.5", tiers.Tiers["free"].RefillPerSecond.String())
+	require.NoError(t, c.SetClientTier(ctx, "alice", "free"))
+	for range 5 {
+		r, err := c.Allow(ctx, "alice", 1, "")
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+	}
+	r, err := c.Allow(ctx, "bob", 3, "")
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	assert.Equal(t, "default", r.Tier)
+	require.NoError(t, stop(), "graceful shutdown")
+
+	// Restart on the same data dir: same balances (bob never refills), same tiers.
+	c, _, stop = startServe(t, "--data-dir", data, "--config", cfg)
+	r, err = c.Allow(ctx, "bob", 1, "")
+	require.NoError(t, err)
+	assert.False(t, r.Allowed, "bob's empty rate-0 bucket must survive the restart")
+	got, err := c.GetClient(ctx, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, "free", got.Tier)
+	assert.Less(t, got.Remaining, int64(5), "alice must not get a fresh bucket")
+	require.NoError(t, stop())
+}
+
+func TestServeRefusesInvalidDefault(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"default":{"capacity":0,"refill_per_second":1}}`), 0o644))
+	err := run(context.Background(), []string{"serve", "--data-dir", filepath.Join(dir, "d"), "--config", cfg, "--http-addr", freeAddr(t)}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "capacity must be at least 1")
+}
+
+func TestServeReadsEnvironment(t *testing.T) {
+	t.Setenv("QUORATE_GROUPS", "not-a-number")
+	err := run(context.Background(), []string{"serve", "--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "QUORATE_GROUPS")
+	assert.Equal(t, 2, exitCode(err))
+}
+
+func TestCLIAgainstServer(t *testing.T) {
+	_, addr, _ := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"))
+	cli := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "--addr", addr), &out, &bytes.Buffer{})
+		return out.String(), err
+	}
+	out, err := cli("tier", "set", "free", "--capacity", "2", "--rate", "0")
+	require.NoError(t, err)
+	assert.Contains(t, out, "applied in 4 group(s)")
+	_, err = cli("client", "set-tier", "carol", "free")
+	require.NoError(t, err)
+
+	for i, want := range []string{"allowed remaining=1", "allowed remaining=0", "denied remaining=0"} {
+		out, err = cli("allow", "carol")
+		assert.Contains(t, out, want, "allow #%d", i)
+		if strings.HasPrefix(want, "denied") {
+			assert.Equal(t, 3, exitCode(err), "a denial exits 3")
+		} else {
+			assert.NoError(t, err)
+		}
+	}
+	out, err = cli("tier", "list")
+	require.NoError(t, err)
+	assert.Regexp(t, `free\s+2\s+0`, out)
+
+	_, err = cli("tier", "set", "free", "--capacity", "0", "--rate", "1")
+	assert.Equal(t, 2, exitCode(err), "an invalid policy is a usage error: %v", err)
+	_, err = cli("tier", "delete", "nope")
+	var apiErr *httpapi.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, "tier_not_found", apiErr.Code)
+	assert.Equal(t, 1, exitCode(err))
+	_, err = cli("allow")
+	assert.Equal(t, 2, exitCode(err), "missing client argument")
+	_, err = cli("frobnicate")
+	assert.Equal(t, 2, exitCode(err))
+
+	out, err = cli("status", "--json")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"leader": "node1"`)
+}
