@@ -1,0 +1,219 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/fsm"
+)
+
+// getClient answers GET /v1/clients/{client}.
+func (s *Server) getClient(w http.ResponseWriter, r *http.Request) error {
+	client := r.PathValue("client")
+	if err := checkClient(client, "client (path)"); err != nil {
+		return err
+	}
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	v, err := s.svc.Client(ctx, client)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, ClientResponse{
+		Client:         v.Client,
+		Tier:           v.Tier,
+		AssignedTier:   v.AssignedTier,
+		Policy:         PolicyToJSON(v.Policy),
+		Remaining:      v.Decision.RemainingTokens(),
+		RemainingExact: bucket.FormatRate(v.Decision.Remaining), // nanotokens as an exact decimal
+		RetryAfterMs:   ceilDiv(v.Decision.RetryAfter, int64(time.Millisecond)),
+		ResetAfterMs:   ceilDiv(v.Decision.ResetAfter, int64(time.Millisecond)),
+		Known:          v.Known,
+		StampUnixNano:  v.At,
+	})
+	return nil
+}
+
+// setClientTier answers PUT /v1/clients/{client}/tier once the assignment
+// is applied. The tier need not exist: a client of a missing tier is decided
+// under the default policy until the tier is created.
+func (s *Server) setClientTier(w http.ResponseWriter, r *http.Request) error {
+	client := r.PathValue("client")
+	if err := checkClient(client, "client (path)"); err != nil {
+		return err
+	}
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	tier, err := decodeSetTier(body)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.SetClientTier(ctx, client, tier); err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, ClientTierResponse{Client: client, Tier: tier})
+	return nil
+}
+
+// removeClientTier answers DELETE /v1/clients/{client}/tier; removing an
+// assignment that does not exist succeeds.
+func (s *Server) removeClientTier(w http.ResponseWriter, r *http.Request) error {
+	client := r.PathValue("client")
+	if err := checkClient(client, "client (path)"); err != nil {
+		return err
+	}
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.svc.SetClientTier(ctx, client, ""); err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, ClientTierResponse{Client: client})
+	return nil
+}
+
+// putTier answers PUT /v1/tiers/{tier}: 200 once every group applied the
+// change, 202 if some had not by the deadline (listed in "lagging"; they
+// will apply it when they can).
+func (s *Server) putTier(w http.ResponseWriter, r *http.Request) error {
+	tier := r.PathValue("tier")
+	if err := bucket.ValidateTierName(tier); err != nil {
+		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
+	}
+	return s.changePolicy(w, r, fsm.OpSetTier, tier)
+}
+
+// putDefault answers PUT /v1/default like putTier; an invalid default is
+// refused with 400 and changes nothing.
+func (s *Server) putDefault(w http.ResponseWriter, r *http.Request) error {
+	return s.changePolicy(w, r, fsm.OpSetDefault, "")
+}
+
+func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, kind fsm.ConfigOpKind, tier string) error {
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	p, err := decodePolicy(body)
+	if err != nil {
+		return err
+	}
+	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: kind, Tier: tier, Policy: p})
+	if err != nil {
+		return err
+	}
+	s.writeConfigChange(w, cc)
+	return nil
+}
+
+// deleteTier answers DELETE /v1/tiers/{tier}: 200/202 like putTier, 404
+// tier_not_found if there is no such tier. Clients assigned to it fall back
+// to the default policy.
+func (s *Server) deleteTier(w http.ResponseWriter, r *http.Request) error {
+	tier := r.PathValue("tier")
+	if err := bucket.ValidateTierName(tier); err != nil {
+		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
+	}
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: tier})
+	if err != nil {
+		return err
+	}
+	s.writeConfigChange(w, cc)
+	return nil
+}
+
+func (s *Server) writeConfigChange(w http.ResponseWriter, cc cluster.ConfigChange) {
+	if cc.Applied == nil {
+		cc.Applied = []string{}
+	}
+	status := http.StatusOK
+	if len(cc.Lagging) > 0 {
+		status = http.StatusAccepted
+	}
+	s.writeJSON(w, status, cc)
+}
+
+// getTiers answers GET /v1/tiers.
+func (s *Server) getTiers(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	cfg, err := s.svc.Config(ctx)
+	if err != nil {
+		return err
+	}
+	out := TiersResponse{Version: cfg.Version, Default: PolicyToJSON(cfg.Default), Tiers: make(map[string]PolicyJSON, len(cfg.Tiers))}
+	for name, p := range cfg.Tiers {
+		out.Tiers[name] = PolicyToJSON(p)
+	}
+	s.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getCluster answers GET /v1/cluster with the node's cluster.Status.
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	st, err := s.svc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// healthz answers GET /healthz: 200 {"status":"ok"} whenever the process
+// serves HTTP. It does not consult the cluster.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	s.writeJSON(w, http.StatusOK, StatusResponse{Status: "ok"})
+	return nil
+}
+
+// readyz answers GET /readyz: 200 {"status":"ready"} when every group has a
+// leader, else 503 not_ready (shutting_down while stopping) with the
+// reason, for operators and load balancers.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.svc.Ready(ctx); err != nil {
+		if errors.Is(err, cluster.ErrShuttingDown) {
+			return err
+		}
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: err.Error(), retryAfter: 1}
+	}
+	s.writeJSON(w, http.StatusOK, StatusResponse{Status: "ready"})
+	return nil
+}

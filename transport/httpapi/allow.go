@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// allow answers POST /v1/allow.
+//
+// A denial is a successful answer: 200 with "allowed": false. With the query
+// parameter status=429 a denial is answered 429 Too Many Requests instead,
+// with the same body and headers, for callers that proxy the status. The
+// answer carries the IETF RateLimit headers:
+//
+//	RateLimit-Limit:     the capacity of the policy that decided
+//	RateLimit-Remaining: whole tokens left
+//	RateLimit-Reset:     seconds (rounded up) until the bucket is full; absent if it never refills
+//	Retry-After:         on a denial, seconds (rounded up) until the same request would be
+//	                     allowed; absent if it never will under the current policy
+func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
+	denyStatus := http.StatusOK
+	switch q := r.URL.Query().Get("status"); q {
+	case "", "200":
+	case "429":
+		denyStatus = http.StatusTooManyRequests
+	default:
+		return badRequest(CodeInvalidQuery, "query parameter status must be 200 or 429, got %q", q)
+	}
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	req, err := decodeAllow(body)
+	if err != nil {
+		return err
+	}
+	ds, err := s.decide(ctx, []fsm.AllowRequest{req})
+	if err != nil {
+		return err
+	}
+	d := ds[0]
+	setRateLimitHeaders(w.Header(), d)
+	status := http.StatusOK
+	if !d.Allowed {
+		status = denyStatus
+	}
+	s.writeJSON(w, status, allowResponse(d))
+	return nil
+}
+
+// allowBatch answers POST /v1/allow/batch: one result per request, in
+// order. Batches carry no RateLimit headers (their requests may be for
+// different clients), and a denial is always 200.
+func (s *Server) allowBatch(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel, err := s.callContext(r)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	body, err := readBody(w, r, s.opts.MaxBatchBodyBytes)
+	if err != nil {
+		return err
+	}
+	reqs, err := decodeBatch(body, s.opts.MaxBatch)
+	if err != nil {
+		return err
+	}
+	s.metrics.batch.Observe(float64(len(reqs)))
+	ds, err := s.decide(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	out := BatchResponse{Results: make([]AllowResponse, len(ds))}
+	for i, d := range ds {
+		out.Results[i] = allowResponse(d)
+	}
+	s.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// decide calls the Service, times it and counts the decisions.
+func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	start := time.Now()
+	ds, err := s.svc.Allow(ctx, reqs)
+	s.metrics.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) != len(reqs) {
+		return nil, fmt.Errorf("httpapi: service answered %d decisions for %d requests", len(ds), len(reqs))
+	}
+	s.metrics.observeDecisions(ds)
+	return ds, nil
+}
+
+func allowResponse(d fsm.Decision) AllowResponse {
+	return AllowResponse{
+		Allowed:       d.Allowed,
+		Remaining:     d.RemainingTokens(),
+		Limit:         d.Limit,
+		RetryAfterMs:  ceilDiv(d.RetryAfter, int64(time.Millisecond)),
+		ResetAfterMs:  ceilDiv(d.ResetAfter, int64(time.Millisecond)),
+		Tier:          d.Tier,
+		StampUnixNano: d.Stamp,
+		Duplicate:     d.Duplicate,
+	}
+}
+
+func setRateLimitHeaders(h http.Header, d fsm.Decision) {
+	h.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+	h.Set("RateLimit-Remaining", strconv.FormatInt(d.RemainingTokens(), 10))
+	if d.ResetAfter != bucket.Never {
+		h.Set("RateLimit-Reset", strconv.FormatInt(ceilDiv(d.ResetAfter, int64(time.Second)), 10))
+	}
+	if !d.Allowed && d.RetryAfter != bucket.Never {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(d.RetryAfter, int64(time.Second)), 10))
+	}
+}
+
+// ceilDiv returns ns/unit rounded up, for ns >= 0, and maps bucket.Never
+// (-1) to -1. It does not overflow for any int64.
+func ceilDiv(ns, unit int64) int64 {
+	if ns == bucket.Never {
+		return bucket.Never
+	}
+	q := ns / unit
+	if ns%unit != 0 {
+		q++
+	}
+	return q
+}

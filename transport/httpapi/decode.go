@@ -1,0 +1,270 @@
+package httpapi
+
+// Endpoint bodies and identifiers: what each request must hold, validated
+// before anything reaches the Service.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// checkIdentifier applies the rules shared by client ids and request ids:
+// at most max bytes of valid UTF-8 with no control characters. Emptiness is
+// the caller's business.
+func checkIdentifier(s, field, code string, max int) error {
+	if len(s) > max {
+		return badRequest(code, "%s is %d bytes long; at most %d are allowed", field, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return badRequest(code, "%s is not valid UTF-8", field)
+	}
+	for i, c := range s {
+		if unicode.IsControl(c) {
+			return badRequest(code, "%s contains the control character %U at byte %d", field, c, i)
+		}
+	}
+	return nil
+}
+
+// checkClient validates a client id from a body or a path.
+func checkClient(s, field string) error {
+	if s == "" {
+		return badRequest(CodeInvalidClient, "%s must not be empty", field)
+	}
+	return checkIdentifier(s, field, CodeInvalidClient, fsm.MaxClientLen)
+}
+
+// costValue parses a cost literal exactly: a whole number in 0..bucket.MaxCost.
+// "2", "2.0" and "2e0" are the same cost.
+func costValue(raw json.RawMessage, field string) (int64, error) {
+	if !isNumber(raw) {
+		return 0, badRequest(CodeInvalidCost, "%s must be a number, got %s", field, kind(raw))
+	}
+	lit := string(raw)
+	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
+		return checkCost(n, lit, field)
+	}
+	r, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		return 0, badRequest(CodeInvalidCost, "%s %s is not a number", field, lit)
+	}
+	if !r.IsInt() {
+		return 0, badRequest(CodeInvalidCost, "%s must be a whole number of tokens, got %s", field, lit)
+	}
+	if !r.Num().IsInt64() {
+		if r.Sign() < 0 {
+			return 0, badRequest(CodeInvalidCost, "%s must not be negative, got %s", field, lit)
+		}
+		return 0, badRequest(CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
+	}
+	return checkCost(r.Num().Int64(), lit, field)
+}
+
+func checkCost(n int64, lit, field string) (int64, error) {
+	if n < 0 {
+		return 0, badRequest(CodeInvalidCost, "%s must not be negative, got %s", field, lit)
+	}
+	if n > bucket.MaxCost {
+		return 0, badRequest(CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
+	}
+	return n, nil
+}
+
+// decodeAllowRequest reads one allow object from dec. path is "" for the
+// body of POST /v1/allow and "requests[i]" inside a batch.
+func decodeAllowRequest(dec *json.Decoder, path string) (fsm.AllowRequest, error) {
+	req := fsm.AllowRequest{Cost: 1}
+	hasClient := false
+	err := walkObject(dec, path, func(dec *json.Decoder, name string) error {
+		field := joinPath(path, name)
+		raw, err := rawValue(dec, field)
+		if err != nil {
+			return err
+		}
+		switch name {
+		case "client":
+			if isNull(raw) {
+				return nil
+			}
+			s, err := stringValue(raw, field, CodeInvalidClient)
+			if err != nil {
+				return err
+			}
+			if err := checkClient(s, field); err != nil {
+				return err
+			}
+			req.Client, hasClient = s, true
+		case "cost":
+			if isNull(raw) {
+				return nil
+			}
+			n, err := costValue(raw, field)
+			if err != nil {
+				return err
+			}
+			req.Cost = n
+		case "request_id":
+			if isNull(raw) {
+				return nil
+			}
+			s, err := stringValue(raw, field, CodeInvalidRequestID)
+			if err != nil {
+				return err
+			}
+			if err := checkIdentifier(s, field, CodeInvalidRequestID, fsm.MaxRequestIDLen); err != nil {
+				return err
+			}
+			req.RequestID = s
+		default:
+			return errUnknownMember
+		}
+		return nil
+	})
+	if err != nil {
+		return fsm.AllowRequest{}, err
+	}
+	if !hasClient {
+		return fsm.AllowRequest{}, badRequest(CodeInvalidClient, "%s is required", joinPath(path, "client"))
+	}
+	return req, nil
+}
+
+// decodeAllow parses the body of POST /v1/allow.
+func decodeAllow(body []byte) (fsm.AllowRequest, error) {
+	var req fsm.AllowRequest
+	err := decodeBodyWith(body, func(dec *json.Decoder) error {
+		var err error
+		req, err = decodeAllowRequest(dec, "")
+		return err
+	})
+	return req, err
+}
+
+// decodeBatch parses the body of POST /v1/allow/batch, refusing it as soon
+// as it holds more than max requests.
+func decodeBatch(body []byte, max int) ([]fsm.AllowRequest, error) {
+	var reqs []fsm.AllowRequest
+	err := decodeBody(body, func(dec *json.Decoder, name string) error {
+		if name != "requests" {
+			return errUnknownMember
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError("requests", err)
+		}
+		if tok == nil {
+			return nil
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '[' {
+			return badRequest(CodeInvalidJSON, "requests must be an array, got %s", describeToken(tok))
+		}
+		for dec.More() {
+			if len(reqs) == max {
+				return badRequest(CodeBatchTooLarge, "requests holds more than %d requests; split the batch", max)
+			}
+			req, err := decodeAllowRequest(dec, fmt.Sprintf("requests[%d]", len(reqs)))
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, req)
+		}
+		if _, err := dec.Token(); err != nil { // the closing ']'
+			return syntaxError("requests", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, badRequest(CodeEmptyBatch, "requests must hold at least one request")
+	}
+	return reqs, nil
+}
+
+// decodePolicy parses a policy body {"capacity": N, "refill_per_second": R}.
+// Both members are required; their literals are parsed exactly by
+// bucket.ParseCapacity and bucket.ParseRate, whose messages name the field.
+func decodePolicy(body []byte) (bucket.Policy, error) {
+	var capLit, rateLit string
+	err := decodeBody(body, func(dec *json.Decoder, name string) error {
+		var dst *string
+		switch name {
+		case "capacity":
+			dst = &capLit
+		case "refill_per_second":
+			dst = &rateLit
+		default:
+			return errUnknownMember
+		}
+		raw, err := rawValue(dec, name)
+		if err != nil {
+			return err
+		}
+		if isNull(raw) {
+			return nil
+		}
+		if !isNumber(raw) {
+			return badRequest(CodeInvalidPolicy, "%s must be a number, got %s", name, kind(raw))
+		}
+		*dst = string(raw)
+		return nil
+	})
+	if err != nil {
+		return bucket.Policy{}, err
+	}
+	if capLit == "" {
+		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "capacity is required")
+	}
+	if rateLit == "" {
+		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "refill_per_second is required (0 for a bucket that never refills)")
+	}
+	var p bucket.Policy
+	if p.Capacity, err = bucket.ParseCapacity(capLit); err != nil {
+		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
+	}
+	if p.Rate, err = bucket.ParseRate(rateLit); err != nil {
+		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
+	}
+	if err := p.Validate(); err != nil {
+		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
+	}
+	return p, nil
+}
+
+// decodeSetTier parses the body of PUT /v1/clients/{client}/tier.
+func decodeSetTier(body []byte) (string, error) {
+	tier, has := "", false
+	err := decodeBody(body, func(dec *json.Decoder, name string) error {
+		if name != "tier" {
+			return errUnknownMember
+		}
+		raw, err := rawValue(dec, name)
+		if err != nil {
+			return err
+		}
+		if isNull(raw) {
+			return nil
+		}
+		tier, err = stringValue(raw, name, CodeInvalidTierName)
+		has = err == nil
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if !has || tier == "" {
+		return "", badRequest(CodeInvalidTierName, "tier is required; DELETE the assignment to remove it")
+	}
+	if err := bucket.ValidateTierName(tier); err != nil {
+		return "", badRequest(CodeInvalidTierName, "tier: %v", err)
+	}
+	return tier, nil
+}

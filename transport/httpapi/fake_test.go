@@ -1,0 +1,223 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/fsm"
+)
+
+// fakeService is a Service made of function fields. It counts every call,
+// so tests can check that bad input never reaches the service. A nil field
+// answers an error (a 500).
+type fakeService struct {
+	calls atomic.Int64
+
+	allow         func(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
+	client        func(ctx context.Context, client string) (fsm.ClientView, error)
+	setClientTier func(ctx context.Context, client, tier string) error
+	changeConfig  func(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error)
+	config        func(ctx context.Context) (bucket.Config, error)
+	status        func(ctx context.Context) (cluster.Status, error)
+	ready         func(ctx context.Context) error
+}
+
+var _ Service = (*fakeService)(nil)
+
+var errNotConfigured = errors.New("fake: method not configured")
+
+func (f *fakeService) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	f.calls.Add(1)
+	if f.allow == nil {
+		return nil, errNotConfigured
+	}
+	return f.allow(ctx, reqs)
+}
+
+func (f *fakeService) Client(ctx context.Context, client string) (fsm.ClientView, error) {
+	f.calls.Add(1)
+	if f.client == nil {
+		return fsm.ClientView{}, errNotConfigured
+	}
+	return f.client(ctx, client)
+}
+
+func (f *fakeService) SetClientTier(ctx context.Context, client, tier string) error {
+	f.calls.Add(1)
+	if f.setClientTier == nil {
+		return errNotConfigured
+	}
+	return f.setClientTier(ctx, client, tier)
+}
+
+func (f *fakeService) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
+	f.calls.Add(1)
+	if f.changeConfig == nil {
+		return cluster.ConfigChange{}, errNotConfigured
+	}
+	return f.changeConfig(ctx, op)
+}
+
+func (f *fakeService) Config(ctx context.Context) (bucket.Config, error) {
+	f.calls.Add(1)
+	if f.config == nil {
+		return bucket.Config{}, errNotConfigured
+	}
+	return f.config(ctx)
+}
+
+func (f *fakeService) Status(ctx context.Context) (cluster.Status, error) {
+	f.calls.Add(1)
+	if f.status == nil {
+		return cluster.Status{}, errNotConfigured
+	}
+	return f.status(ctx)
+}
+
+func (f *fakeService) Ready(ctx context.Context) error {
+	f.calls.Add(1)
+	if f.ready == nil {
+		return errNotConfigured
+	}
+	return f.ready(ctx)
+}
+
+// t0 is the fake clock's start (nanoseconds since the epoch).
+const t0 = int64(1_700_000_000) * int64(time.Second)
+
+// fakeClock is the leader's clock for an FSM-backed fake: it moves only
+// when a test advances it.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() int64              { return c.ns.Load() }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newFSMService returns a fake whose methods run a real *fsm.FSM, one group,
+// stamping commands with the returned clock (starting at t0), as a
+// single-node cluster would.
+func newFSMService(t *testing.T) (*fakeService, *fakeClock) {
+	t.Helper()
+	f, err := fsm.New(fsm.Options{})
+	require.NoError(t, err)
+	clk := &fakeClock{}
+	clk.ns.Store(t0)
+	svc := &fakeService{
+		allow: func(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+			res := f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: clk.now(), Requests: reqs}))
+			return res.(*fsm.AllowResult).Decisions, nil
+		},
+		client: func(ctx context.Context, client string) (fsm.ClientView, error) {
+			return f.View(client, clk.now()), nil
+		},
+		setClientTier: func(ctx context.Context, client, tier string) error {
+			f.ApplyCommand(fsm.Encode(fsm.SetTier{Client: client, Tier: tier}))
+			return nil
+		},
+		changeConfig: func(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
+			res := f.ApplyCommand(fsm.Encode(op)).(*fsm.ConfigResult)
+			if res.Err != nil {
+				return cluster.ConfigChange{}, fmt.Errorf("meta group: %w", res.Err)
+			}
+			return cluster.ConfigChange{Version: res.Version, Applied: []string{"0"}}, nil
+		},
+		config: func(ctx context.Context) (bucket.Config, error) { return f.Config(), nil },
+		status: func(ctx context.Context) (cluster.Status, error) {
+			return cluster.Status{
+				NodeID: "n1",
+				Nodes:  []cluster.NodeStatus{{ID: "n1", State: "alive"}},
+				Groups: []cluster.GroupStatus{{ID: "0", State: "Leader", Leader: "n1", Term: 2, Voters: []string{"n1"}}},
+			}, nil
+		},
+		ready: func(ctx context.Context) error { return nil },
+	}
+	return svc, clk
+}
+
+// testServer is a Server on loopback with its own metrics registry.
+type testServer struct {
+	*httptest.Server
+	reg *prometheus.Registry
+}
+
+func newTestServer(t *testing.T, svc Service, opts Options) *testServer {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
+	ts := httptest.NewServer(New(svc, opts))
+	t.Cleanup(ts.Close)
+	return &testServer{Server: ts, reg: reg}
+}
+
+// answer is a response with its body read.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send makes one request; hdr is alternating header names and values. A
+// body is sent with Content-Type application/json unless hdr sets one.
+func (ts *testServer) send(t *testing.T, method, path, body string, hdr ...string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, ts.URL+path, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	return ts.do(t, req)
+}
+
+func (ts *testServer) do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// errorOf decodes an error answer, failing the test if it is not one.
+func errorOf(t *testing.T, a answer) ErrorDetail {
+	t.Helper()
+	var eb ErrorBody
+	decodeJSON(t, a.body, &eb)
+	require.NotEmpty(t, eb.Error.Code, "error body %s", a.body)
+	require.NotEmpty(t, eb.Error.Message, "error body %s", a.body)
+	return eb.Error
+}
+
+// decodeJSON decodes an answer body into v, refusing unknown fields so the
+// exported types and the answers cannot drift apart.
+func decodeJSON(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "body %s", b)
+}

@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/fsm"
+)
+
+// Service is what the HTTP API needs from a node. *cluster.Node satisfies it.
+//
+// Every method blocks until the answer is committed and applied (or, for
+// reads, confirmed current by the group's leader), or until ctx is done.
+// Errors are cluster.ErrUnavailable, cluster.ErrShuttingDown,
+// bucket.ErrInvalidPolicy, bucket.ErrInvalidTierName, fsm.ErrNoSuchTier
+// (wrapped), or a context error.
+type Service interface {
+	// Allow decides reqs and returns one decision per request, in order.
+	// Requests have already been validated.
+	Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
+	// Client returns client's tier, policy and balance without consuming.
+	Client(ctx context.Context, client string) (fsm.ClientView, error)
+	// SetClientTier assigns client to tier; an empty tier removes the assignment.
+	SetClientTier(ctx context.Context, client, tier string) error
+	// ChangeConfig applies one configuration change and reports where it was applied.
+	ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error)
+	// Config returns the configuration in force.
+	Config(ctx context.Context) (bucket.Config, error)
+	// Status returns the node's view of the cluster.
+	Status(ctx context.Context) (cluster.Status, error)
+	// Ready returns nil when every group has a leader.
+	Ready(ctx context.Context) error
+}
