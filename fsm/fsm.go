@@ -170,6 +170,9 @@ func (f *FSM) advance(stamp int64) int64 {
 
 func (f *FSM) applyAllow(a Allow) *AllowResult {
 	now := f.advance(a.Stamp)
+	// Expire before looking ids up, so an id is forgotten exactly one window
+	// after its decision whether or not anything was applied in between.
+	f.dedup.expire(now)
 	res := &AllowResult{Decisions: make([]Decision, len(a.Requests))}
 	for i, r := range a.Requests {
 		if r.RequestID != "" {
@@ -185,7 +188,6 @@ func (f *FSM) applyAllow(a Allow) *AllowResult {
 		}
 		res.Decisions[i] = d
 	}
-	f.dedup.expire(now)
 	return res
 }
 

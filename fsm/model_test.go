@@ -1,0 +1,547 @@
+package fsm_test
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+var modelSeed = flag.Uint64("model.seed", 0, "seed of TestModel's random driver (0: from the clock)")
+
+// The reference model: DESIGN.md §1 written as directly as possible, with
+// exact rational balances and no code from package bucket beyond its types
+// and limits.
+
+// modelBucket is one client's balance in tokens, as of last.
+type modelBucket struct {
+	tokens *big.Rat
+	last   int64
+}
+
+type modelSeen struct {
+	decision fsm.Decision
+	seq      int // position among all remembered decisions, from 1
+}
+
+type dedupKey struct{ client, id string }
+
+type model struct {
+	now     int64 // group time: the largest stamp so far
+	version uint64
+	def     bucket.Policy
+	tiers   map[string]bucket.Policy
+	assign  map[string]string
+	buckets map[string]*modelBucket
+
+	window int64
+	max    int
+	seen   map[dedupKey]modelSeen
+	puts   int
+}
+
+// Tier names the driver uses. The model knows which are invalid by this list,
+// not by asking package bucket.
+var (
+	modelTierNames    = []string{"free", "pro", "enterprise", "gold", "broken"}
+	modelInvalidNames = []string{"default", "Free", "", "two words"}
+	modelAssignNames  = []string{"free", "pro", "enterprise", "gold", "broken", "missing", "default", ""}
+)
+
+func newModel(def bucket.Policy, window int64, maxIDs int) *model {
+	return &model{
+		def: def, tiers: map[string]bucket.Policy{}, assign: map[string]string{},
+		buckets: map[string]*modelBucket{}, window: window, max: maxIDs, seen: map[dedupKey]modelSeen{},
+	}
+}
+
+func modelValid(p bucket.Policy) bool {
+	return p.Capacity >= 1 && p.Capacity <= 1_000_000_000 && p.Rate >= 0 && p.Rate <= 1_000_000_000*1_000_000_000
+}
+
+func (m *model) advance(stamp int64) { m.now = max(m.now, stamp) }
+
+func (m *model) resolve(client string) (string, bucket.Policy) {
+	if name := m.assign[client]; name != "" {
+		if p, ok := m.tiers[name]; ok && modelValid(p) {
+			return name, p
+		}
+	}
+	return "default", m.def
+}
+
+var (
+	ratNano    = big.NewRat(1_000_000_000, 1)
+	ratPerNano = big.NewRat(1, 1_000_000_000_000_000_000) // rate unit × 1 ns, in tokens
+)
+
+// balance returns the client's tokens at now under p: min(capacity,
+// tokens + elapsed × rate), or capacity for a client without a bucket.
+func (m *model) balance(client string, p bucket.Policy) *big.Rat {
+	capacity := big.NewRat(p.Capacity, 1)
+	b, ok := m.buckets[client]
+	if !ok {
+		return capacity
+	}
+	gain := new(big.Rat).SetInt(new(big.Int).Mul(big.NewInt(m.now-b.last), big.NewInt(p.Rate)))
+	gain.Mul(gain, ratPerNano)
+	tokens := gain.Add(gain, b.tokens)
+	if tokens.Cmp(capacity) > 0 {
+		return capacity
+	}
+	return tokens
+}
+
+// floorNano is floor(r × 1e9) for r >= 0.
+func floorNano(r *big.Rat) int64 {
+	x := new(big.Rat).Mul(r, ratNano)
+	q := new(big.Int).Quo(x.Num(), x.Denom())
+	return q.Int64()
+}
+
+// waitFor is how many nanoseconds, rounded up, until tokens reach target
+// under p: 0 if they already do, never if they never will.
+func waitFor(p bucket.Policy, tokens *big.Rat, target int64) int64 {
+	t := big.NewRat(target, 1)
+	if tokens.Cmp(t) >= 0 {
+		return 0
+	}
+	if target > p.Capacity || p.Rate == 0 {
+		return bucket.Never
+	}
+	ns := new(big.Rat).Sub(t, tokens)
+	ns.Quo(ns, new(big.Rat).Mul(big.NewRat(p.Rate, 1), ratPerNano))
+	q, r := new(big.Int).QuoRem(ns.Num(), ns.Denom(), new(big.Int))
+	if r.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return math.MaxInt64
+	}
+	return q.Int64()
+}
+
+func (m *model) decide(r fsm.AllowRequest) fsm.Decision {
+	key := dedupKey{r.Client, r.RequestID}
+	if r.RequestID != "" {
+		if s, ok := m.seen[key]; ok && s.seq > m.puts-m.max && s.decision.Stamp >= m.now-m.window {
+			d := s.decision
+			d.Duplicate = true
+			return d
+		}
+	}
+	tier, p := m.resolve(r.Client)
+	tokens := m.balance(r.Client, p)
+	cost := big.NewRat(r.Cost, 1)
+	d := fsm.Decision{Tier: tier, Stamp: m.now}
+	d.Limit = p.Capacity
+	if tokens.Cmp(cost) >= 0 {
+		d.Allowed = true
+		tokens = new(big.Rat).Sub(tokens, cost)
+	} else {
+		d.RetryAfter = waitFor(p, tokens, r.Cost)
+	}
+	d.Remaining = floorNano(tokens)
+	d.ResetAfter = waitFor(p, tokens, p.Capacity)
+	m.buckets[r.Client] = &modelBucket{tokens: tokens, last: m.now}
+	if r.RequestID != "" {
+		m.puts++
+		m.seen[key] = modelSeen{decision: d, seq: m.puts}
+	}
+	return d
+}
+
+// reclaim forgets the buckets that are full now under their client's policy.
+func (m *model) reclaim() int {
+	n := 0
+	for c := range m.buckets {
+		_, p := m.resolve(c)
+		if m.balance(c, p).Cmp(big.NewRat(p.Capacity, 1)) == 0 {
+			delete(m.buckets, c)
+			n++
+		}
+	}
+	return n
+}
+
+// configOp returns the error the FSM must refuse op with, or nil after
+// applying it.
+func (m *model) configOp(op fsm.ConfigOp) error {
+	switch op.Kind {
+	case fsm.OpSetTier:
+		if slices.Contains(modelInvalidNames, op.Tier) {
+			return bucket.ErrInvalidTierName
+		}
+		if !modelValid(op.Policy) {
+			return bucket.ErrInvalidPolicy
+		}
+		m.tiers[op.Tier] = op.Policy
+	case fsm.OpDeleteTier:
+		if _, ok := m.tiers[op.Tier]; !ok {
+			return fsm.ErrNoSuchTier
+		}
+		delete(m.tiers, op.Tier)
+	case fsm.OpSetDefault:
+		if !modelValid(op.Policy) {
+			return bucket.ErrInvalidPolicy
+		}
+		m.def = op.Policy
+	}
+	m.version++
+	return nil
+}
+
+// driver sends random commands to an FSM and the model and compares.
+type driver struct {
+	t       *testing.T
+	seed    uint64
+	rng     *rand.Rand
+	f       *fsm.FSM
+	m       *model
+	clients []string
+	ids     map[string][]string // recent request ids per client
+	nextID  int
+	recent  []fsm.Command // the last commands, for failure messages
+
+	decisions, duplicates, allowed, reclaimed, refused int
+	ops                                                map[string]int
+}
+
+const modelTimeLimit = int64(8e18) // stop taking huge steps before int64 nanoseconds run out
+
+// failure is an assertion message, built only when the assertion fails: it
+// names the seed that replays the run and the last commands applied.
+type failure struct {
+	d      *driver
+	format string
+	args   []any
+}
+
+func (d *driver) fail(format string, args ...any) failure { return failure{d, format, args} }
+
+func (f failure) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replay with -model.seed=%d; ", f.d.seed)
+	fmt.Fprintf(&b, f.format, f.args...)
+	b.WriteString("\nlast commands, oldest first:")
+	for _, c := range f.d.recent {
+		s := fmt.Sprintf("%+v", c)
+		if len(s) > 300 {
+			s = s[:300] + "..."
+		}
+		fmt.Fprintf(&b, "\n  %T %s", c, s)
+	}
+	return b.String()
+}
+
+func (d *driver) apply(c fsm.Command) any {
+	if len(d.recent) == 8 {
+		d.recent = d.recent[1:]
+	}
+	d.recent = append(d.recent, c)
+	d.ops[c.Type().String()]++
+	return d.f.ApplyCommand(fsm.Encode(c))
+}
+
+func (d *driver) stamp() int64 {
+	now := d.m.now
+	r := d.rng.IntN(1000)
+	switch {
+	case r < 200:
+		return now
+	case r < 400:
+		return now + 1 + d.rng.Int64N(1000)
+	case r < 850:
+		return now + int64(time.Millisecond) + d.rng.Int64N(int64(5*time.Second))
+	case r < 930:
+		return now + int64(time.Minute) + d.rng.Int64N(int64(3*time.Hour))
+	case r < 945 && now < modelTimeLimit:
+		if d.rng.IntN(4) == 0 {
+			return now + int64(365*24*time.Hour) + d.rng.Int64N(int64(365*24*time.Hour))
+		}
+		return now + int64(24*time.Hour) + d.rng.Int64N(int64(30*24*time.Hour))
+	case r < 990:
+		return now - 1 - d.rng.Int64N(int64(time.Hour))
+	default:
+		return []int64{0, math.MinInt64, -1, now - int64(100*365*24*time.Hour)}[d.rng.IntN(4)]
+	}
+}
+
+func (d *driver) policy(cur bucket.Policy) bucket.Policy {
+	capacities := []int64{1, 2, 3, 5, 10, 50, 100, 1000, 1_000_000, bucket.MaxCapacity}
+	rates := []int64{0, 1, 7, 333_333_333, bucket.Scale / 2, bucket.Scale, 3 * bucket.Scale, 1000 * bucket.Scale, bucket.MaxRate}
+	switch d.rng.IntN(6) {
+	case 0: // capacity up
+		cur.Capacity = min(cur.Capacity*2+d.rng.Int64N(3), bucket.MaxCapacity)
+	case 1: // capacity down
+		cur.Capacity = max(cur.Capacity/2, 1)
+	case 2: // rate up
+		cur.Rate = min(cur.Rate*2+d.rng.Int64N(bucket.Scale), bucket.MaxRate)
+	case 3: // rate down or to zero
+		cur.Rate = []int64{0, cur.Rate / 3}[d.rng.IntN(2)]
+	default:
+		cur.Capacity = capacities[d.rng.IntN(len(capacities))]
+		if d.rng.IntN(3) == 0 {
+			cur.Rate = d.rng.Int64N(10 * bucket.Scale)
+		} else {
+			cur.Rate = rates[d.rng.IntN(len(rates))]
+		}
+	}
+	if cur.Capacity < 1 {
+		cur.Capacity = 1
+	}
+	return cur
+}
+
+func (d *driver) invalidPolicy() bucket.Policy {
+	return []bucket.Policy{
+		{Capacity: 0, Rate: bucket.Scale}, {Capacity: -3, Rate: 0}, {Capacity: 5, Rate: -1},
+		{Capacity: bucket.MaxCapacity + 1, Rate: 0}, {Capacity: 5, Rate: bucket.MaxRate + 1},
+	}[d.rng.IntN(5)]
+}
+
+func (d *driver) pick(names []string) string { return names[d.rng.IntN(len(names))] }
+
+func (d *driver) client() string {
+	if d.rng.IntN(2) == 0 {
+		return d.clients[d.rng.IntN(5)] // hot
+	}
+	return d.clients[d.rng.IntN(len(d.clients))]
+}
+
+func (d *driver) request() fsm.AllowRequest {
+	r := fsm.AllowRequest{Client: d.client()}
+	switch x := d.rng.IntN(100); {
+	case x < 85:
+		r.Cost = d.rng.Int64N(4)
+	case x < 93:
+		_, p := d.m.resolve(r.Client)
+		r.Cost = min(p.Capacity+d.rng.Int64N(3), bucket.MaxCost) // at or above capacity
+	default:
+		r.Cost = d.rng.Int64N(2000)
+	}
+	if d.rng.IntN(100) < 15 {
+		ids := d.ids[r.Client]
+		switch x := d.rng.IntN(10); {
+		case x < 5 && len(ids) > 0: // a retry
+			r.RequestID = ids[d.rng.IntN(len(ids))]
+		case x < 6: // an id another client used
+			other := d.ids[d.client()]
+			if len(other) > 0 {
+				r.RequestID = other[d.rng.IntN(len(other))]
+				break
+			}
+			fallthrough
+		default:
+			d.nextID++
+			r.RequestID = fmt.Sprintf("req-%d", d.nextID)
+			if len(ids) == 4 {
+				ids = ids[1:]
+			}
+			d.ids[r.Client] = append(ids, r.RequestID)
+		}
+	}
+	return r
+}
+
+func (d *driver) allow() {
+	a := fsm.Allow{Stamp: d.stamp(), Requests: make([]fsm.AllowRequest, 1+d.rng.IntN(50))}
+	for i := range a.Requests {
+		a.Requests[i] = d.request()
+	}
+	res, ok := d.apply(a).(*fsm.AllowResult)
+	require.True(d.t, ok, d.fail("allow returned no *AllowResult"))
+	require.Len(d.t, res.Decisions, len(a.Requests), d.fail("one decision per request"))
+	d.m.advance(a.Stamp)
+	for i, r := range a.Requests {
+		want := d.m.decide(r)
+		got := res.Decisions[i]
+		if got != want {
+			assert.Equal(d.t, want, got, d.fail("decision %d (request %d of the last command, %+v)", d.decisions, i, r))
+			d.t.FailNow()
+		}
+		d.decisions++
+		if got.Duplicate {
+			d.duplicates++
+		}
+		if got.Allowed {
+			d.allowed++
+		}
+	}
+}
+
+func (d *driver) configOp() {
+	var op fsm.ConfigOp
+	switch x := d.rng.IntN(100); {
+	case x < 40:
+		op = setTierOp("free", d.policy(d.m.tiers["free"]))
+	case x < 60:
+		name := d.pick(modelTierNames)
+		op = setTierOp(name, d.policy(d.m.tiers[name]))
+	case x < 72:
+		op = fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: d.pick(append(modelTierNames, "missing"))}
+	case x < 84:
+		op = fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: d.policy(d.m.def)}
+	case x < 90:
+		op = setTierOp(d.pick(modelTierNames), d.invalidPolicy())
+	case x < 95:
+		op = setTierOp(d.pick(modelInvalidNames), d.policy(d.m.def))
+	default:
+		op = fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: d.invalidPolicy()}
+	}
+	res, ok := d.apply(op).(*fsm.ConfigResult)
+	require.True(d.t, ok, d.fail("config op returned no *ConfigResult"))
+	wantErr := d.m.configOp(op)
+	if wantErr != nil {
+		d.refused++
+		assert.ErrorIs(d.t, res.Err, wantErr, d.fail("refused %+v", op))
+		assert.False(d.t, res.Changed, d.fail("refused %+v changed the config", op))
+	} else {
+		assert.NoError(d.t, res.Err, d.fail("config op %+v", op))
+		assert.True(d.t, res.Changed, d.fail("config op %+v did not change the config", op))
+	}
+	assert.Equal(d.t, d.m.version, res.Version, d.fail("version after %+v", op))
+}
+
+func (d *driver) installConfig() {
+	cfg := bucket.Config{Default: d.policy(d.m.def), Tiers: map[string]bucket.Policy{}}
+	for _, name := range modelTierNames {
+		if d.rng.IntN(2) == 0 {
+			cfg.Tiers[name] = d.policy(d.m.tiers[name])
+		}
+	}
+	if d.rng.IntN(2) == 0 {
+		cfg.Tiers["broken"] = d.invalidPolicy() // a tier with an invalid policy resolves to the default
+	}
+	cfg.Version = d.m.version + 1 + d.rng.Uint64N(3)
+	if d.rng.IntN(4) == 0 {
+		cfg.Version = d.rng.Uint64N(d.m.version + 1) // not newer: ignored
+	}
+	res, ok := d.apply(fsm.InstallConfig{Config: cfg}).(*fsm.ConfigResult)
+	require.True(d.t, ok, d.fail("install returned no *ConfigResult"))
+	changed := cfg.Version > d.m.version
+	if changed {
+		d.m.version, d.m.def, d.m.tiers = cfg.Version, cfg.Default, cfg.Tiers
+	}
+	assert.Equal(d.t, &fsm.ConfigResult{Version: d.m.version, Changed: changed}, res, d.fail("install v%d", cfg.Version))
+}
+
+func (d *driver) setTier() {
+	s := fsm.SetTier{Client: d.client(), Tier: d.pick(modelAssignNames)}
+	res, ok := d.apply(s).(*fsm.SetTierResult)
+	require.True(d.t, ok, d.fail("set-tier returned no *SetTierResult"))
+	assert.Equal(d.t, d.m.assign[s.Client], res.Previous, d.fail("%+v previous", s))
+	if s.Tier == "" {
+		delete(d.m.assign, s.Client)
+	} else {
+		d.m.assign[s.Client] = s.Tier
+	}
+}
+
+func (d *driver) reclaim() {
+	r := fsm.Reclaim{Stamp: d.stamp()}
+	if d.m.now == 0 {
+		r.Stamp = t0
+	}
+	res, ok := d.apply(r).(*fsm.ReclaimResult)
+	require.True(d.t, ok, d.fail("reclaim returned no *ReclaimResult"))
+	d.m.advance(r.Stamp)
+	n := d.m.reclaim()
+	d.reclaimed += n
+	assert.Equal(d.t, n, res.Buckets, d.fail("buckets reclaimed at %d", d.m.now))
+}
+
+func (d *driver) checkState() {
+	buckets, assignments, _ := d.f.Stats()
+	assert.Equal(d.t, len(d.m.buckets), buckets, d.fail("bucket count"))
+	assert.Equal(d.t, len(d.m.assign), assignments, d.fail("assignment count"))
+	assert.Equal(d.t, d.m.now, d.f.HighWater(), d.fail("high water"))
+	assert.Equal(d.t, d.m.version, d.f.Config().Version, d.fail("config version"))
+	if d.t.Failed() {
+		d.t.FailNow()
+	}
+}
+
+// checkViews compares every client's View with the model's balance.
+func (d *driver) checkViews() {
+	for _, c := range d.clients {
+		v := d.f.View(c, d.m.now)
+		tier, p := d.m.resolve(c)
+		tokens := d.m.balance(c, p)
+		_, known := d.m.buckets[c]
+		want := fsm.ClientView{
+			Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now,
+			Decision: bucket.Decision{
+				Allowed: tokens.Cmp(big.NewRat(1, 1)) >= 0, Remaining: floorNano(tokens), Limit: p.Capacity,
+				RetryAfter: waitFor(p, tokens, 1), ResetAfter: waitFor(p, tokens, p.Capacity),
+			},
+		}
+		assert.Equal(d.t, want, v, d.fail("View(%s)", c))
+	}
+}
+
+// TestModel drives the FSM with random commands and checks every result
+// against the reference model above.
+func TestModel(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
+	const (
+		minDecisions = 150_000
+		dedupMax     = 2000 // small enough that ids are evicted by count too
+	)
+	def := bucket.Policy{Capacity: 7, Rate: bucket.Scale / 2}
+	d := &driver{
+		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		f:   newFSM(t, fsm.Options{Default: def, DedupMax: dedupMax}),
+		m:   newModel(def, fsm.DefaultDedupWindow, dedupMax),
+		ids: map[string][]string{}, ops: map[string]int{},
+	}
+	for i := range 200 {
+		d.clients = append(d.clients, fmt.Sprintf("client-%03d", i))
+	}
+	d.reclaim() // d.m.now is 0 here; move both clocks to t0
+	start := time.Now()
+	for i := 0; d.decisions < minDecisions; i++ {
+		switch x := d.rng.IntN(100); {
+		case x < 80:
+			d.allow()
+		case x < 88:
+			d.setTier()
+		case x < 95:
+			d.configOp()
+		case x < 97:
+			d.installConfig()
+		default:
+			d.reclaim()
+		}
+		if i%500 == 0 {
+			d.checkState()
+		}
+	}
+	d.checkState()
+	d.checkViews()
+	elapsed := time.Since(start)
+	t.Logf("seed %d: %d decisions (%d allowed, %d duplicates), %d buckets reclaimed, %d config ops refused, commands %v, group time advanced %v, in %v",
+		seed, d.decisions, d.allowed, d.duplicates, d.reclaimed, d.refused, d.ops, time.Duration(d.m.now-t0), elapsed)
+
+	// The run must have exercised what it claims to.
+	assert.Greater(t, d.duplicates, 0, "no duplicate request ids")
+	assert.Greater(t, d.reclaimed, 0, "nothing reclaimed")
+	assert.Greater(t, d.refused, 0, "no config op refused")
+	assert.Greater(t, d.allowed, 0)
+	assert.Less(t, d.allowed, d.decisions, "nothing denied")
+}
