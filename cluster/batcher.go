@@ -55,14 +55,14 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 // outcome is unknown and a retry with the same request ids is the way to
 // learn it.
 func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
-	if err := b.g.waitServing(ctx); err != nil {
-		return nil, err
+	if !b.g.serving.Load() {
+		return nil, fmt.Errorf("%w: group %s", errNotLeader, b.g.id)
 	}
 	s := &submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}
 	select {
 	case b.in <- s:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: group %s: queue full: %w", ErrUnavailable, b.g.id, ctx.Err())
+		return nil, fmt.Errorf("%w: group %s: queue full: %w", errNotLeader, b.g.id, ctx.Err())
 	case <-b.stop:
 		return nil, ErrShuttingDown
 	}
@@ -116,7 +116,11 @@ func (b *batcher) propose(subs []*submission) {
 	timeout := enqueueTimeout(context.Background())
 	for _, s := range subs {
 		if err := s.ctx.Err(); err != nil {
-			s.done <- outcome{err: fmt.Errorf("%w: group %s: %w", ErrUnavailable, b.g.id, err)}
+			s.done <- outcome{err: fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err)}
+			continue
+		}
+		if !b.g.serving.Load() {
+			s.done <- outcome{err: fmt.Errorf("%w: group %s", errNotLeader, b.g.id)}
 			continue
 		}
 		timeout = min(timeout, enqueueTimeout(s.ctx))

@@ -25,6 +25,7 @@ const metaGroupID = "meta"
 // decisions while this node leads it.
 type group struct {
 	id     string
+	index  int // data groups 0..G-1; the meta group is G
 	logger *slog.Logger
 	fsm    *fsm.FSM
 	raft   *raft.Raft
@@ -39,27 +40,32 @@ type group struct {
 	mu      sync.Mutex
 	changed chan struct{}
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	onChange func()
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // groupConfig is what openGroup needs.
 type groupConfig struct {
-	id       string
-	dir      string
-	nodeID   string
-	addr     raft.ServerAddress
-	trans    raft.Transport
-	timings  RaftTimings
-	logger   *slog.Logger
-	logLevel slog.Level
-	fsmOpts  fsm.Options
-	onLeader func(*group) // called (in its own goroutine) when the node starts serving the group
+	id        string
+	index     int
+	bootstrap bool // bootstrap a group with no state, with this node as its only voter
+	dir       string
+	nodeID    string
+	addr      raft.ServerAddress
+	trans     raft.Transport
+	timings   RaftTimings
+	logger    *slog.Logger
+	logLevel  slog.Level
+	fsmOpts   fsm.Options
+	onLeader  func(*group) // called (in its own goroutine) when the node starts serving the group
+	onChange  func()       // called when the node starts or stops serving the group; must not block
 }
 
 // openGroup opens (or creates) a group's stores under dir and starts its
 // raft instance. A group with no state is bootstrapped with this node as
-// its only voter.
+// its only voter if c.bootstrap is set; otherwise it waits, without voting,
+// to be added by the group's leader.
 func openGroup(c groupConfig) (*group, error) {
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
@@ -101,7 +107,7 @@ func openGroup(c groupConfig) (*group, error) {
 		store.Close()
 		return nil, err
 	}
-	if !has {
+	if !has && c.bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.addr,
 		}}}
@@ -117,6 +123,7 @@ func openGroup(c groupConfig) (*group, error) {
 	}
 	g := &group{
 		id:      c.id,
+		index:   c.index,
 		logger:  c.logger.With("group", c.id),
 		fsm:     f,
 		raft:    r,
@@ -125,6 +132,7 @@ func openGroup(c groupConfig) (*group, error) {
 		changed: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
+	g.onChange = c.onChange
 	g.wg.Add(1)
 	go g.watchLeadership(c.onLeader)
 	return g, nil
@@ -170,6 +178,9 @@ func (g *group) setServing(v bool) {
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.mu.Unlock()
+	if g.onChange != nil {
+		g.onChange()
+	}
 }
 
 // leadershipChanged returns a channel closed at the next leadership change.
@@ -179,25 +190,12 @@ func (g *group) leadershipChanged() <-chan struct{} {
 	return g.changed
 }
 
-// waitServing blocks until this node serves the group or ctx is done.
-func (g *group) waitServing(ctx context.Context) error {
-	for !g.serving.Load() {
-		select {
-		case <-g.leadershipChanged():
-		case <-ctx.Done():
-			return fmt.Errorf("%w: group %s has no leader here: %w", ErrUnavailable, g.id, ctx.Err())
-		case <-g.stop:
-			return ErrShuttingDown
-		}
-	}
-	return nil
-}
-
-// apply proposes one command and waits for its result, converting ctx's
-// deadline into raft's enqueue timeout.
-func (g *group) apply(ctx context.Context, c fsm.Command) (any, error) {
-	if err := g.waitServing(ctx); err != nil {
-		return nil, err
+// applyLocal proposes one command if this node serves the group and waits
+// for its result, converting ctx's deadline into raft's enqueue timeout.
+// errNotLeader means nothing was appended.
+func (g *group) applyLocal(ctx context.Context, c fsm.Command) (any, error) {
+	if !g.serving.Load() {
+		return nil, fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
 	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
 	errc := make(chan error, 1)
@@ -222,16 +220,19 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 	return 5 * time.Second
 }
 
-// raftError maps raft's errors to the node's. Not-leader errors mean the
-// entry was not appended; ErrLeadershipLost is ambiguous (the entry may yet
-// commit), which a retry with the same request id resolves.
+// raftError maps raft's errors to the node's. ErrNotLeader and friends mean
+// the entry was not appended (errNotLeader: retry at the leader);
+// ErrLeadershipLost is ambiguous (the entry may yet commit), which only a
+// retry with the same request id resolves.
 func raftError(id string, err error) error {
 	switch {
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShuttingDown
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, id, err)
+		errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: group %s: %w", errNotLeader, id, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, id, err)
 	}
 	return fmt.Errorf("group %s: %w", id, err)
 }
@@ -239,8 +240,8 @@ func raftError(id string, err error) error {
 // verifyRead confirms this node still leads the group, so its FSM holds
 // every acknowledged entry and a read from it is linearizable.
 func (g *group) verifyRead(ctx context.Context) error {
-	if err := g.waitServing(ctx); err != nil {
-		return err
+	if !g.serving.Load() {
+		return fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
 	fut := g.raft.VerifyLeader()
 	errc := make(chan error, 1)

@@ -1,8 +1,9 @@
 // Package cluster runs quorate's raft groups on a node: the meta group that
 // holds the configuration and the data groups that hold client buckets. It
-// routes each request to the group that owns the client, group-commits
-// decisions, and keeps every data group's configuration in step with the
-// meta group.
+// routes each request to the leader of the group that owns the client,
+// group-commits decisions, forwards to other nodes over the raft port, keeps
+// every data group's configuration in step with the meta group, and places
+// group replicas and leaders over the nodes that gossip finds.
 package cluster
 
 import (
@@ -12,28 +13,46 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/transport/raftmux"
 )
 
-// Node is one quorate server: every group it hosts, and the loops that
-// reconcile configuration and reclaim idle buckets. Its methods are safe for
-// concurrent use.
+// Node is one quorate server: every group it hosts, its gossip membership,
+// its internal RPC, and the loops that reconcile configuration, placement
+// and idle buckets. Its methods are safe for concurrent use.
 type Node struct {
-	opts    Options
-	logger  *slog.Logger
-	meta    *group
-	groups  []*group
-	metrics *nodeMetrics
+	opts     Options
+	logger   *slog.Logger
+	raftAddr string // advertised raft (and RPC) address
+	meta     *group
+	groups   []*group
+	metrics  *nodeMetrics
+	mux      *raftmux.Mux
+	rpcSrv   *http.Server
+	rpc      *rpcClient
+	members  *membership
 
+	leaving atomic.Bool
+
+	fwdMu      sync.Mutex
+	forwarders map[string]*forwarder
+
+	offered     chan bucket.Config // configurations pushed by the meta leader
 	reconcileCh chan struct{}
+	placementCh chan struct{}
+	leadsCh     chan struct{}
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -46,9 +65,10 @@ type clusterFile struct {
 	Groups int    `json:"groups"`
 }
 
-// New opens the node's data dir, starts every group and returns once they
-// are running (not necessarily led yet: see Ready). A node with an empty
-// data dir bootstraps itself as the single voter of every group.
+// New opens the node's data dir, starts every group, gossip and the
+// internal RPC, and returns once they are running (not necessarily led yet:
+// see Ready). A node with an empty data dir and no Join list bootstraps a
+// new cluster as the single voter of every group.
 func New(opts Options) (*Node, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -57,50 +77,167 @@ func New(opts Options) (*Node, error) {
 	if err := checkClusterFile(opts); err != nil {
 		return nil, err
 	}
+	ln, err := net.Listen("tcp", opts.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft listener: %w", err)
+	}
 	n := &Node{
 		opts:        opts,
-		logger:      opts.Logger,
+		logger:      opts.Logger.With("node", opts.NodeID),
+		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
+		forwarders:  map[string]*forwarder{},
+		offered:     make(chan bucket.Config, 1),
 		reconcileCh: make(chan struct{}, 1),
+		placementCh: make(chan struct{}, 1),
+		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 	}
 	n.metrics = newNodeMetrics(n)
-
-	open := func(id, dir string, onLeader func(*group)) (*group, error) {
-		addr := raft.ServerAddress(opts.RaftAddr + "/" + id)
-		_, trans := raft.NewInmemTransport(addr)
-		return openGroup(groupConfig{
-			id:       id,
-			dir:      filepath.Join(opts.DataDir, "groups", dir),
-			nodeID:   opts.NodeID,
-			addr:     addr,
-			trans:    trans,
-			timings:  opts.Raft,
-			logger:   opts.Logger,
-			logLevel: opts.RaftLogLevel.Level(),
-			onLeader: onLeader,
-		})
-	}
-	n.meta, err = open(metaGroupID, metaGroupID, n.onMetaLeader)
-	if err != nil {
+	n.mux = raftmux.New(ln, raftmux.Options{Logger: n.logger.With("component", "raftmux")})
+	if err := n.start(); err != nil {
+		_ = n.Close()
 		return nil, err
 	}
-	for i := range opts.Groups {
-		g, err := open(strconv.Itoa(i), fmt.Sprintf("g%03d", i), func(*group) { n.triggerReconcile() })
+	return n, nil
+}
+
+func (n *Node) start() error {
+	opts := n.opts
+	layer := func(name string) (*streamLayer, error) {
+		l, err := n.mux.Layer(name)
 		if err != nil {
-			_ = n.Close()
 			return nil, err
+		}
+		return &streamLayer{Layer: l, self: n.raftAddr, addr: advertisedAddr(n.raftAddr), partition: opts.partition}, nil
+	}
+	rpcLn, err := layer(rpcLayer)
+	if err != nil {
+		return err
+	}
+	n.rpc = &rpcClient{hc: &http.Client{Transport: &http.Transport{
+		DialContext:         rpcLn.DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}}}
+	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
+
+	hasState, err := anyGroupState(opts.DataDir)
+	if err != nil {
+		return err
+	}
+	bootstrap := !hasState && len(opts.Join) == 0
+	open := func(id string, index int, dir string, onLeader func(*group)) (*group, error) {
+		layer, err := layer("g/" + id)
+		if err != nil {
+			return nil, err
+		}
+		trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  layer,
+			MaxPool: 3,
+			Timeout: 10 * time.Second,
+			Logger:  newHCLogger(n.logger, "raft-net", opts.RaftLogLevel.Level()),
+		})
+		return openGroup(groupConfig{
+			id:        id,
+			index:     index,
+			bootstrap: bootstrap,
+			dir:       filepath.Join(opts.DataDir, "groups", dir),
+			nodeID:    opts.NodeID,
+			addr:      raft.ServerAddress(n.raftAddr),
+			trans:     trans,
+			timings:   opts.Raft,
+			logger:    n.logger,
+			logLevel:  opts.RaftLogLevel.Level(),
+			fsmOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
+			onLeader:  onLeader,
+			onChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
+		})
+	}
+	if n.meta, err = open(metaGroupID, opts.Groups, metaGroupID, n.onMetaLeader); err != nil {
+		return err
+	}
+	for i := range opts.Groups {
+		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*group) { n.triggerReconcile() })
+		if err != nil {
+			return err
 		}
 		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch)
 		n.groups = append(n.groups, g)
 	}
-	if err := n.metrics.register(opts.Registerer); err != nil {
-		_ = n.Close()
-		return nil, fmt.Errorf("cluster: metrics: %w", err)
+	go func() { _ = n.mux.Serve() }()
+
+	n.members, err = newMembership(membershipConfig{
+		nodeID: opts.NodeID, raftAddr: n.raftAddr, httpAddr: opts.HTTPAddr, gossipAddr: opts.GossipAddr,
+		groups: opts.Groups, logger: n.logger,
+		onChange: func() { kick(n.placementCh) },
+	})
+	if err != nil {
+		return err
 	}
-	n.wg.Add(2)
+	if hasState {
+		// A restarting node already knows its groups' voters: raft works
+		// without gossip, so find the other nodes in the background (they
+		// may be restarting too).
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.joinWithRetry(0); err != nil && !errors.Is(err, ErrShuttingDown) {
+				n.logger.Error("gossip join failed", "err", err)
+			}
+		}()
+	} else if err := n.joinWithRetry(20); err != nil {
+		return err
+	}
+	if err := n.metrics.register(opts.Registerer); err != nil {
+		return fmt.Errorf("cluster: metrics: %w", err)
+	}
+	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "replicas", opts.Replicas)
+	n.wg.Add(4)
 	go n.reconcileLoop()
 	go n.reclaimLoop()
-	return n, nil
+	go n.placementLoop()
+	go n.leadsLoop()
+	return nil
+}
+
+// joinWithRetry joins the gossip cluster, trying up to attempts times (0:
+// until the node stops) so that nodes started together find each other.
+func (n *Node) joinWithRetry(attempts int) error {
+	if len(n.opts.Join) == 0 {
+		return nil
+	}
+	var err error
+	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
+		if err = n.members.join(n.opts.Join); err == nil {
+			return nil
+		}
+		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-n.stop:
+			return ErrShuttingDown
+		}
+	}
+	return fmt.Errorf("cluster: %w", err)
+}
+
+// advertised is the address peers use: the configured one, or the bound
+// one when the configured port was 0.
+func advertised(configured string, bound net.Addr) string {
+	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
+		return configured
+	}
+	return bound.String()
+}
+
+// anyGroupState reports whether the data dir already holds raft state.
+func anyGroupState(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, "groups", metaGroupID, "raft.db"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func checkClusterFile(opts Options) error {
@@ -129,6 +266,17 @@ func checkClusterFile(opts Options) error {
 	return nil
 }
 
+// RaftAddr returns the address peers reach this node's raft and RPC at.
+func (n *Node) RaftAddr() string { return n.raftAddr }
+
+// GossipAddr returns the address this node gossips on.
+func (n *Node) GossipAddr() string {
+	if n.members == nil {
+		return ""
+	}
+	return n.members.ml.LocalNode().Address()
+}
+
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the
 // client id, modulo the number of groups.
 func GroupOf(client string, groups int) int {
@@ -141,6 +289,19 @@ func (n *Node) groupFor(client string) *group {
 	return n.groups[GroupOf(client, len(n.groups))]
 }
 
+func (n *Node) allGroups() []*group {
+	return append([]*group{n.meta}, n.groups...)
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
+
 // onMetaLeader seeds a new cluster's configuration.
 func (n *Node) onMetaLeader(g *group) {
 	if g.fsm.Config().Version != 0 {
@@ -149,7 +310,7 @@ func (n *Node) onMetaLeader(g *group) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := g.apply(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
+	if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
 		n.logger.Error("seeding the configuration failed; it will be retried at the next election", "err", err)
 		return
 	}
@@ -157,11 +318,53 @@ func (n *Node) onMetaLeader(g *group) {
 	n.triggerReconcile()
 }
 
-func (n *Node) triggerReconcile() {
+// offerConfig hands a configuration committed in the meta group to the
+// reconcile loop (the meta leader pushes it so that nodes do not wait for
+// their own meta replica, or have none).
+func (n *Node) offerConfig(c bucket.Config) {
 	select {
-	case n.reconcileCh <- struct{}{}:
+	case <-n.offered:
 	default:
 	}
+	n.offered <- c
+	n.triggerReconcile()
+}
+
+// wantedConfig is the newest configuration this node knows to be committed
+// in the meta group.
+func (n *Node) wantedConfig() bucket.Config {
+	want := n.meta.fsm.Config()
+	select {
+	case c := <-n.offered:
+		if c.Version > want.Version {
+			want = c
+		}
+	default:
+	}
+	if want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
+		// No replica of the meta group here: ask its leader.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
+			if c, err := callResult[bucket.Config](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && c.Version > want.Version {
+				want = c
+			}
+		}
+	}
+	return want
+}
+
+func isVoter(g *group, id string) bool {
+	f := g.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id && s.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcileLoop brings every data group this node leads up to the meta
@@ -179,10 +382,19 @@ func (n *Node) reconcileLoop() {
 		case <-tick.C:
 		case <-n.reconcileCh:
 		}
-		want := n.meta.fsm.Config()
-		var wg sync.WaitGroup
+		var lagging []*group
 		for _, g := range n.groups {
-			if !g.serving.Load() || g.fsm.Config().Version >= want.Version {
+			if g.serving.Load() {
+				lagging = append(lagging, g)
+			}
+		}
+		if len(lagging) == 0 {
+			continue
+		}
+		want := n.wantedConfig()
+		var wg sync.WaitGroup
+		for _, g := range lagging {
+			if g.fsm.Config().Version >= want.Version {
 				continue
 			}
 			wg.Add(1)
@@ -190,7 +402,7 @@ func (n *Node) reconcileLoop() {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if _, err := g.apply(ctx, fsm.InstallConfig{Config: want}); err != nil {
+				if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
 					n.logger.Warn("config reconcile failed", "group", g.id, "version", want.Version, "err", err)
 				}
 			}()
@@ -219,7 +431,7 @@ func (n *Node) reclaimLoop() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			res, err := g.apply(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
+			res, err := g.applyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
 			cancel()
 			if err != nil {
 				n.logger.Warn("reclaim failed", "group", g.id, "err", err)
@@ -230,19 +442,65 @@ func (n *Node) reclaimLoop() {
 	}
 }
 
-// Close stops the node: queued requests fail with ErrShuttingDown, raft
-// stops, stores are closed. Acknowledged decisions are already durable.
+// leadsLoop publishes, through gossip, which groups this node serves, so
+// that nodes holding no replica of a group can still find its leader.
+func (n *Node) leadsLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.leadsCh:
+		case <-tick.C:
+		}
+		leads := make([]bool, len(n.groups)+1)
+		for _, g := range n.allGroups() {
+			leads[g.index] = g.serving.Load()
+		}
+		n.members.setLeads(leads)
+	}
+}
+
+// forwarderFor returns the forwarder to the node at addr.
+func (n *Node) forwarderFor(addr string) *forwarder {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	f, ok := n.forwarders[addr]
+	if !ok {
+		f = newForwarder(addr, n.rpc, 4)
+		n.forwarders[addr] = f
+	}
+	return f
+}
+
+// Close stops the node without leaving the cluster (peers see it as failed
+// until it returns): queued requests fail with ErrShuttingDown, raft stops,
+// stores are closed. Acknowledged decisions are already durable.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.wg.Wait()
 		var errs []error
+		if n.members != nil {
+			errs = append(errs, n.members.shutdown())
+		}
 		for _, g := range n.groups {
 			errs = append(errs, g.close())
 		}
 		if n.meta != nil {
 			errs = append(errs, n.meta.close())
 		}
+		if n.rpcSrv != nil {
+			_ = n.rpcSrv.Close()
+		}
+		n.fwdMu.Lock()
+		for _, f := range n.forwarders {
+			f.close()
+		}
+		n.fwdMu.Unlock()
+		errs = append(errs, n.mux.Close())
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

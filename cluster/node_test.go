@@ -45,6 +45,8 @@ func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) 
 	opts := Options{
 		NodeID:          "n1",
 		DataDir:         dir,
+		RaftAddr:        "127.0.0.1:0",
+		GossipAddr:      "127.0.0.1:0",
 		Groups:          4,
 		Clock:           clock,
 		Logger:          slog.New(slog.DiscardHandler),
@@ -253,13 +255,13 @@ func TestDataDirRemembersGroupCount(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir, newManualClock())
 	require.NoError(t, n.Close())
-	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler)})
+	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "created with 4 groups")
-	_, err = New(Options{NodeID: "other", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler)})
+	_, err = New(Options{NodeID: "other", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "belongs to node")
 }
 
 func TestInvalidInitialDefaultRefused(t *testing.T) {
-	_, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), Initial: bucket.Config{Default: bucket.Policy{Capacity: -1}}})
+	_, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Initial: bucket.Config{Default: bucket.Policy{Capacity: -1}}})
 	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
 }

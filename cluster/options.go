@@ -20,8 +20,26 @@ type Options struct {
 	DataDir string
 	// RaftAddr is the address other nodes reach this node's raft traffic at.
 	RaftAddr string
-	// HTTPAddr is the address of this node's HTTP API, as shown in Status.
+	// HTTPAddr is the address of this node's HTTP API, as shown in Status
+	// and gossiped to other nodes.
 	HTTPAddr string
+	// GossipAddr is the host:port memberlist binds and advertises
+	// ("127.0.0.1:7072" if empty; port 0 picks a free port).
+	GossipAddr string
+	// Join lists gossip addresses of existing members. A node with no state
+	// and nothing to join bootstraps a new cluster; a node with no state and
+	// a join list waits to be added as a voter by the group leaders.
+	Join []string
+	// Replicas is the number of voters per group, R (DefaultReplicas if
+	// zero); a group has min(R, live nodes) voters.
+	Replicas int
+	// DeadAfter is how long a node must have been dead before the group
+	// leaders remove it from their voters and re-place its replicas
+	// (DefaultDeadAfter if zero).
+	DeadAfter time.Duration
+	// PlacementInterval is how often group leaders reconcile voters and
+	// leadership with membership (DefaultPlacementInterval if zero).
+	PlacementInterval time.Duration
 	// Groups is the number of data groups, fixed when the cluster is created
 	// (DefaultGroups if zero). A node refuses to start with a data dir
 	// created with another number.
@@ -51,6 +69,9 @@ type Options struct {
 	ReclaimInterval time.Duration
 	// Raft holds the raft timings (DefaultRaftTimings if zero).
 	Raft RaftTimings
+
+	// partition, set only by this package's tests, cuts links between nodes.
+	partition *Partition
 }
 
 // RaftTimings are the raft timeouts every group uses.
@@ -65,10 +86,13 @@ type RaftTimings struct {
 
 // Defaults.
 const (
-	DefaultGroups          = 16
-	DefaultMaxBatch        = 4096
-	DefaultMaxInflight     = 2
-	DefaultReclaimInterval = time.Minute
+	DefaultGroups            = 16
+	DefaultMaxBatch          = 4096
+	DefaultMaxInflight       = 2
+	DefaultReclaimInterval   = time.Minute
+	DefaultReplicas          = 3
+	DefaultDeadAfter         = 30 * time.Second
+	DefaultPlacementInterval = time.Second
 )
 
 // DefaultRaftTimings suit a LAN: a crashed leader is replaced in about a
@@ -129,7 +153,22 @@ func (o Options) withDefaults() (Options, error) {
 		o.Raft = DefaultRaftTimings
 	}
 	if o.RaftAddr == "" {
-		o.RaftAddr = "127.0.0.1:7947"
+		o.RaftAddr = "127.0.0.1:7071"
+	}
+	if o.GossipAddr == "" {
+		o.GossipAddr = "127.0.0.1:7072"
+	}
+	if o.Replicas == 0 {
+		o.Replicas = DefaultReplicas
+	}
+	if o.Replicas < 1 || o.Replicas > 7 {
+		return o, fmt.Errorf("cluster: replicas must be 1..7, got %d", o.Replicas)
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = DefaultDeadAfter
+	}
+	if o.PlacementInterval <= 0 {
+		o.PlacementInterval = DefaultPlacementInterval
 	}
 	return o, nil
 }

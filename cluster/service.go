@@ -14,36 +14,28 @@ import (
 )
 
 // Allow decides reqs and returns one decision per request, in order. Each
-// request is decided in its client's group; requests of one group ride in
-// the same log entry. Every decision is committed and applied before Allow
-// returns it.
+// request is decided by the leader of its client's group (this node, or
+// another reached over the internal RPC); requests of one group ride in the
+// same log entry. Every decision is committed and applied before it is
+// returned.
 func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	first := GroupOf(reqs[0].Client, len(n.groups))
-	same := true
-	for _, r := range reqs[1:] {
-		if GroupOf(r.Client, len(n.groups)) != first {
-			same = false
-			break
-		}
-	}
-	if same {
-		return n.groups[first].batch.submit(ctx, reqs)
-	}
-
-	// Split by group, decide the parts in parallel, put answers back in order.
 	byGroup := map[int][]int{}
 	for i, r := range reqs {
 		g := GroupOf(r.Client, len(n.groups))
 		byGroup[g] = append(byGroup[g], i)
 	}
+	if len(byGroup) == 1 {
+		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
+	}
+	// Decide each group's part in parallel and put answers back in order.
 	out := make([]fsm.Decision, len(reqs))
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs error
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
 	)
 	for gi, idx := range byGroup {
 		part := make([]fsm.AllowRequest, len(idx))
@@ -53,12 +45,12 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ds, err := n.groups[gi].batch.submit(ctx, part)
+			ds, err := n.allowGroup(ctx, n.groups[gi], part)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if errs == nil {
-					errs = err
+				if firstErr == nil {
+					firstErr = err
 				}
 				return
 			}
@@ -68,16 +60,62 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 		}()
 	}
 	wg.Wait()
-	if errs != nil {
-		return nil, errs
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return out, nil
 }
 
+func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	var ds []fsm.Decision
+	err := n.onLeader(ctx, g,
+		func() (err error) { ds, err = g.batch.submit(ctx, reqs); return err },
+		func(addr string) (err error) {
+			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: reqs})
+			return err
+		})
+	return ds, err
+}
+
+// allowLocalItems decides forwarded requests in groups this node serves.
+func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAllowResp {
+	resp := rpcAllowResp{Items: make([]rpcAllowResult, len(items))}
+	var wg sync.WaitGroup
+	for i, it := range items {
+		if it.Group < 0 || it.Group >= len(n.groups) {
+			resp.Items[i].Error = &rpcError{Code: codeInternal, Message: fmt.Sprintf("no group %d", it.Group)}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ds, err := n.groups[it.Group].batch.submit(ctx, it.Requests)
+			if err != nil {
+				resp.Items[i].Error = toRPCError(err)
+				return
+			}
+			resp.Items[i].Decisions = ds
+		}()
+	}
+	wg.Wait()
+	return resp
+}
+
 // Client returns client's state as of now, read from its group's leader
-// after confirming leadership, without consuming anything.
+// after it confirms its leadership, without consuming anything.
 func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error) {
 	g := n.groupFor(client)
+	var v fsm.ClientView
+	err := n.onLeader(ctx, g,
+		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
+		func(addr string) (err error) {
+			v, err = callResult[fsm.ClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
+			return err
+		})
+	return v, err
+}
+
+func (n *Node) clientLocal(ctx context.Context, g *group, client string) (fsm.ClientView, error) {
 	if err := g.verifyRead(ctx); err != nil {
 		return fsm.ClientView{}, err
 	}
@@ -93,8 +131,13 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 			return err
 		}
 	}
-	_, err := n.groupFor(client).apply(ctx, fsm.SetTier{Client: client, Tier: tier})
-	return err
+	g := n.groupFor(client)
+	return n.onLeader(ctx, g,
+		func() error { _, err := g.applyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
+		func(addr string) error {
+			_, err := callResult[struct{}](ctx, n.rpc, addr, "/internal/set-tier", rpcClientReq{Client: client, Tier: tier})
+			return err
+		})
 }
 
 // ChangeConfig commits op in the meta group and then waits, for most of what
@@ -104,7 +147,19 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 	if err := validateOp(op); err != nil {
 		return ConfigChange{}, err
 	}
-	res, err := n.meta.apply(ctx, op)
+	var cc ConfigChange
+	err := n.onLeader(ctx, n.meta,
+		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
+		func(addr string) (err error) {
+			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", op)
+			return err
+		})
+	return cc, err
+}
+
+// changeConfigLocal is ChangeConfig on the meta group's leader.
+func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigChange, error) {
+	res, err := n.meta.applyLocal(ctx, op)
 	if err != nil {
 		return ConfigChange{}, err
 	}
@@ -115,8 +170,26 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 	if cr.Err != nil {
 		return ConfigChange{}, cr.Err
 	}
-	n.triggerReconcile()
+	n.pushConfig(n.meta.fsm.Config())
 	return n.waitApplied(ctx, cr.Version), nil
+}
+
+// pushConfig offers a committed configuration to every node, so that group
+// leaders install it without waiting for their next reconcile tick.
+func (n *Node) pushConfig(cfg bucket.Config) {
+	n.offerConfig(cfg)
+	for _, m := range n.members.snapshot() {
+		if m.state != "alive" {
+			continue
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if _, err := callResult[struct{}](ctx, n.rpc, m.meta.RaftAddr, "/internal/install-config", cfg); err != nil {
+				n.logger.Debug("config push failed", "to", m.meta.ID, "err", err)
+			}
+		}()
+	}
 }
 
 func validateOp(op fsm.ConfigOp) error {
@@ -137,21 +210,42 @@ func validateOp(op fsm.ConfigOp) error {
 	return fmt.Errorf("unknown config operation %d", op.Kind)
 }
 
-// waitApplied waits until every data group applied version, or until 90% of
-// ctx's remaining time is spent, and reports which groups did.
+// waitApplied waits until every data group's leader has applied version,
+// or until 90% of ctx's remaining time is spent, and reports which did.
 func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 	wait := 5 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d) * 9 / 10
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	poll := time.NewTicker(2 * time.Millisecond)
-	defer poll.Stop()
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	done := map[string]bool{}
 	for {
+		remote := map[string]bool{} // leader addresses to ask
+		for _, g := range n.groups {
+			if done[g.id] {
+				continue
+			}
+			if self, addr := n.leaderOf(g); self {
+				done[g.id] = g.fsm.Config().Version >= version
+			} else if addr != "" {
+				remote[addr] = true
+			}
+		}
+		for addr := range remote {
+			sts, err := callResult[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
+			if err != nil {
+				continue
+			}
+			for _, st := range sts {
+				if st.State == raft.Leader.String() && st.ConfigVersion >= version {
+					done[st.ID] = true
+				}
+			}
+		}
 		cc := ConfigChange{Version: version}
 		for _, g := range n.groups {
-			if g.fsm.Config().Version >= version {
+			if done[g.id] {
 				cc.Applied = append(cc.Applied, g.id)
 			} else {
 				cc.Lagging = append(cc.Lagging, g.id)
@@ -161,45 +255,83 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 			return cc
 		}
 		select {
-		case <-poll.C:
-		case <-deadline.C:
-			return cc
-		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		case <-wctx.Done():
 			return cc
 		}
 	}
 }
 
 // Config returns the configuration in force, read from the meta group's
-// leader after confirming leadership.
+// leader after it confirms its leadership.
 func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
-	if err := n.meta.verifyRead(ctx); err != nil {
-		return bucket.Config{}, err
-	}
-	return n.meta.fsm.Config(), nil
+	var c bucket.Config
+	err := n.onLeader(ctx, n.meta,
+		func() error {
+			if err := n.meta.verifyRead(ctx); err != nil {
+				return err
+			}
+			c = n.meta.fsm.Config()
+			return nil
+		},
+		func(addr string) (err error) {
+			c, err = callResult[bucket.Config](ctx, n.rpc, addr, "/internal/config", struct{}{})
+			return err
+		})
+	return c, err
 }
 
-// Ready returns nil when every group has a leader that serves.
+// Ready returns nil when every group has a known leader.
 func (n *Node) Ready(ctx context.Context) error {
-	for _, g := range append([]*group{n.meta}, n.groups...) {
-		if _, id := g.raft.LeaderWithID(); id == "" {
+	for _, g := range n.allGroups() {
+		if self, addr := n.leaderOf(g); !self && addr == "" {
 			return fmt.Errorf("%w: group %s has no leader", ErrUnavailable, g.id)
-		}
-		if g.raft.State() == raft.Leader && !g.serving.Load() {
-			return fmt.Errorf("%w: group %s: new leader is catching up", ErrUnavailable, g.id)
 		}
 	}
 	return nil
 }
 
-// Status returns this node's view of every group.
+// Status returns this node's view of the cluster: every known node, and
+// every group as this node's replica sees it.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.opts.RaftAddr, HTTPAddr: n.opts.HTTPAddr, State: "alive"}}
-	for _, g := range append([]*group{n.meta}, n.groups...) {
-		st.Groups = append(st.Groups, g.status())
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: "alive"}}
+	ms := n.members.snapshot()
+	for _, id := range sortedIDs(ms, "") {
+		m := ms[id]
+		state := m.state
+		if m.meta.Leaving && state == "alive" {
+			state = "leaving"
+		}
+		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.meta.RaftAddr, HTTPAddr: m.meta.HTTPAddr, State: state})
+	}
+	st.Groups = n.localGroupStatus()
+	for i, g := range n.allGroups() {
+		if st.Groups[i].Leader == "" {
+			if _, addr := n.leaderOf(g); addr != "" {
+				st.Groups[i].Leader = n.nodeAt(addr)
+			}
+		}
 	}
 	return st, nil
+}
+
+// nodeAt returns the id of the member whose raft address is addr.
+func (n *Node) nodeAt(addr string) string {
+	for id, m := range n.members.snapshot() {
+		if m.meta.RaftAddr == addr {
+			return id
+		}
+	}
+	return addr
+}
+
+func (n *Node) localGroupStatus() []GroupStatus {
+	var out []GroupStatus
+	for _, g := range n.allGroups() {
+		out = append(out, g.status())
+	}
+	return out
 }
 
 func (g *group) status() GroupStatus {
@@ -218,12 +350,8 @@ func (g *group) status() GroupStatus {
 		gs.LastContact = g.raft.LastContact()
 	}
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter {
-				gs.Voters = append(gs.Voters, string(s.ID))
-			}
-		}
-		slices.Sort(gs.Voters)
+		gs.Voters = voterIDs(f.Configuration())
 	}
+	slices.Sort(gs.Voters)
 	return gs
 }

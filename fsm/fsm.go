@@ -62,6 +62,10 @@ type Options struct {
 	// DedupMax is the most request ids remembered at once (DefaultDedupMax
 	// if zero); the oldest are forgotten first.
 	DedupMax int
+	// OnConfig, if set, is called with the new version after an entry
+	// changes the configuration. It runs inside Apply, so it must return
+	// at once (signal a channel, do not block); it has no effect on state.
+	OnConfig func(version uint64)
 }
 
 // FSM is one Raft group's state: configuration, tier assignments, buckets,
@@ -80,6 +84,7 @@ type FSM struct {
 	dedup     *dedupWindow
 
 	initial  bucket.Config
+	onConfig func(uint64)
 	dispatch map[Type]func(Command) any
 }
 
@@ -98,7 +103,7 @@ func New(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{initial: cfg}
+	f := &FSM{initial: cfg, onConfig: opts.OnConfig}
 	f.reset(newDedupWindow(opts.DedupWindow, opts.DedupMax))
 	f.dispatch = map[Type]func(Command) any{
 		TypeAllow:         func(c Command) any { return f.applyAllow(c.(Allow)) },
@@ -221,7 +226,7 @@ func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {
 	if err != nil {
 		return &ConfigResult{Version: f.config.Version, Err: err}
 	}
-	f.config = next
+	f.setConfig(next)
 	return &ConfigResult{Version: next.Version, Changed: true}
 }
 
@@ -229,8 +234,15 @@ func (f *FSM) applyInstallConfig(ic InstallConfig) *ConfigResult {
 	if ic.Config.Version <= f.config.Version {
 		return &ConfigResult{Version: f.config.Version}
 	}
-	f.config = ic.Config
+	f.setConfig(ic.Config)
 	return &ConfigResult{Version: ic.Config.Version, Changed: true}
+}
+
+func (f *FSM) setConfig(c bucket.Config) {
+	f.config = c
+	if f.onConfig != nil {
+		f.onConfig(c.Version)
+	}
 }
 
 func (f *FSM) applySetTier(s SetTier) *SetTierResult {

@@ -1,0 +1,401 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// testCluster runs nodes in this process over real loopback sockets, each
+// with its own data dir; nodes can be stopped and restarted on the same
+// addresses.
+type testCluster struct {
+	t         *testing.T
+	clock     Clock
+	groups    int
+	partition *Partition
+	nodes     []*Node
+	dirs      []string
+	raft      []string
+	gossip    []string
+	deadAfter time.Duration
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func newTestCluster(t *testing.T, size int) *testCluster {
+	tc := &testCluster{t: t, clock: newManualClock(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
+	for range size {
+		tc.addNode()
+	}
+	tc.waitStable(size)
+	return tc
+}
+
+// addNode starts one more node; every node but the first joins the first.
+func (tc *testCluster) addNode() *Node {
+	tc.t.Helper()
+	i := len(tc.nodes)
+	tc.dirs = append(tc.dirs, tc.t.TempDir())
+	tc.raft = append(tc.raft, freePort(tc.t))
+	tc.gossip = append(tc.gossip, freePort(tc.t))
+	tc.nodes = append(tc.nodes, nil)
+	tc.start(i)
+	return tc.nodes[i]
+}
+
+func (tc *testCluster) start(i int) {
+	tc.t.Helper()
+	var join []string
+	for j, g := range tc.gossip {
+		if j != i && (tc.nodes[j] != nil || i == 0) {
+			join = append(join, g)
+		}
+	}
+	if i == 0 && len(tc.nodes) == 1 {
+		join = nil
+	}
+	level := slog.Level(100)
+	if os.Getenv("QUORATE_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	n, err := New(Options{
+		NodeID:            fmt.Sprintf("n%d", i+1),
+		DataDir:           tc.dirs[i],
+		RaftAddr:          tc.raft[i],
+		GossipAddr:        tc.gossip[i],
+		Join:              join,
+		Groups:            tc.groups,
+		Clock:             tc.clock,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		ReclaimInterval:   -1,
+		Raft:              fastRaft,
+		DeadAfter:         tc.deadAfter,
+		PlacementInterval: 50 * time.Millisecond,
+		partition:         tc.partition,
+	})
+	require.NoError(tc.t, err)
+	tc.nodes[i] = n
+	tc.t.Cleanup(func() { _ = n.Close() })
+}
+
+func (tc *testCluster) stop(i int) {
+	tc.t.Helper()
+	require.NoError(tc.t, tc.nodes[i].Close())
+	tc.nodes[i] = nil
+}
+
+func (tc *testCluster) live() []*Node {
+	var out []*Node
+	for _, n := range tc.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitStable waits until every group has min(3, voters) voters, all live, a
+// leader that serves, and every live node is ready.
+func (tc *testCluster) waitStable(voters int) {
+	tc.t.Helper()
+	want := min(3, voters)
+	require.Eventually(tc.t, func() bool {
+		live := tc.live()
+		liveIDs := map[string]bool{}
+		for _, n := range live {
+			liveIDs[n.opts.NodeID] = true
+			if n.Ready(context.Background()) != nil {
+				return false
+			}
+		}
+		for gi := range tc.groups + 1 {
+			var leader *group
+			for _, n := range live {
+				if g := n.allGroups()[gi]; g.serving.Load() {
+					leader = g
+				}
+			}
+			if leader == nil {
+				return false
+			}
+			vs := voterIDs(leader.raft.GetConfiguration().Configuration())
+			if len(vs) != want {
+				return false
+			}
+			for _, v := range vs {
+				if !liveIDs[v] {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "cluster never became stable with %d voters per group", want)
+}
+
+// leaderOfClient returns the index of the node serving client's group.
+func (tc *testCluster) leaderOfClient(client string) int {
+	gi := GroupOf(client, tc.groups)
+	for i, n := range tc.nodes {
+		if n != nil && n.groups[gi].serving.Load() {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestClusterDecisionsAgreeAcrossNodes(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	n0 := tc.nodes[0]
+	_, err := n0.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: 90, Rate: 0}})
+	require.NoError(t, err)
+	require.NoError(t, tc.nodes[1].SetClientTier(ctx(t), "hot", "fixed"))
+
+	// Leaders are spread: with 7 groups over 3 nodes, every node leads one.
+	require.Eventually(t, func() bool {
+		for _, n := range tc.nodes {
+			leads := 0
+			for _, g := range n.allGroups() {
+				if g.serving.Load() {
+					leads++
+				}
+			}
+			if leads == 0 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "leaders never spread over the nodes")
+
+	var mu sync.Mutex
+	var remaining []int64
+	var wg sync.WaitGroup
+	for w := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := tc.nodes[w%3]
+			for range 5 {
+				ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "hot", Cost: 1}})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if ds[0].Allowed {
+					mu.Lock()
+					remaining = append(remaining, ds[0].RemainingTokens())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// A single sequential bucket of 90 at rate 0 admits exactly 90 of 150,
+	// leaving each balance 89..0 exactly once.
+	slices.Sort(remaining)
+	want := make([]int64, 90)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	assert.Equal(t, want, remaining)
+
+	for _, n := range tc.nodes {
+		v, err := n.Client(ctx(t), "hot")
+		require.NoError(t, err)
+		assert.Equal(t, "fixed", v.Tier)
+		assert.Equal(t, int64(0), v.Decision.Remaining, "every node reads the same balance")
+	}
+}
+
+func TestClusterFailoverNeverGivesAFreshBucket(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: 200, Rate: 0}})
+	require.NoError(t, err)
+	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "hot", "fixed"))
+
+	victim := tc.leaderOfClient("hot")
+	require.GreaterOrEqual(t, victim, 0)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	var failedMu sync.Mutex
+	var failed []string // request ids whose outcome the caller did not learn
+	stopLoad := make(chan struct{})
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := tc.nodes[(victim+1+w%2)%3] // only the survivors take requests
+			for i := 0; ; i++ {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				id := fmt.Sprintf("w%d-%d", w, i)
+				ds, err := n.Allow(c, []fsm.AllowRequest{{Client: "hot", Cost: 1, RequestID: id}})
+				cancel()
+				if err != nil {
+					failedMu.Lock()
+					failed = append(failed, id)
+					failedMu.Unlock()
+				} else if ds[0].Allowed && !ds[0].Duplicate {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return admitted.Load() >= 50 }, 10*time.Second, time.Millisecond)
+	tc.stop(victim) // the leader of hot's group dies mid-load
+	require.Eventually(t, func() bool {
+		return tc.leaderOfClient("hot") >= 0
+	}, 10*time.Second, 10*time.Millisecond, "no new leader")
+	require.Eventually(t, func() bool { return admitted.Load() >= 150 }, 10*time.Second, time.Millisecond, "the new leader never served")
+	close(stopLoad)
+	wg.Wait()
+
+	// Resolve every unknown outcome by retrying its request id: a request
+	// that was applied answers with its original decision.
+	survivor := tc.live()[0]
+	for _, id := range failed {
+		ds, err := survivor.Allow(ctx(t), []fsm.AllowRequest{{Client: "hot", Cost: 1, RequestID: id}})
+		require.NoError(t, err)
+		if ds[0].Allowed {
+			admitted.Add(1)
+		}
+	}
+	t.Logf("admitted %d, %d outcomes resolved by retry", admitted.Load(), len(failed))
+	assert.LessOrEqual(t, admitted.Load(), int64(200), "capacity 200 at rate 0: a failover must not refill")
+	v, err := survivor.Client(ctx(t), "hot")
+	require.NoError(t, err)
+	assert.Equal(t, 200-admitted.Load(), v.Decision.RemainingTokens(), "the balance accounts for every admission")
+}
+
+func TestClusterRestartKeepsBalances(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for i := range 20 {
+		_, err := tc.nodes[i%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("c%d", i%5), Cost: 2}})
+		require.NoError(t, err)
+	}
+	for i := range tc.nodes {
+		tc.stop(i)
+	}
+	for i := range tc.nodes {
+		tc.start(i)
+	}
+	tc.waitStable(3)
+	for i := range 5 {
+		v, err := tc.nodes[(i+1)%3].Client(ctx(t), fmt.Sprintf("c%d", i))
+		require.NoError(t, err)
+		assert.Equal(t, int64(10-8), v.Decision.RemainingTokens(), "client c%d after a whole-cluster restart", i)
+	}
+}
+
+func TestClusterPolicyChangeAgreesOnEveryReplica(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	var wg sync.WaitGroup
+	stopLoad := make(chan struct{})
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				tc.clock.(*manualClock).Advance(time.Millisecond)
+				_, _ = tc.nodes[w%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("k%d", i%17), Cost: 1}})
+			}
+		}()
+	}
+	for _, c := range []int64{5, 50, 2, 8} {
+		cc, err := tc.nodes[1].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: c, Rate: bucket.Scale}})
+		require.NoError(t, err)
+		assert.Empty(t, cc.Lagging)
+	}
+	close(stopLoad)
+	wg.Wait()
+
+	// Every replica of every group applied the same entries: equal state bytes.
+	for gi := range tc.groups + 1 {
+		require.Eventually(t, func() bool {
+			var snaps [][]byte
+			var applied []uint64
+			for _, n := range tc.nodes {
+				g := n.allGroups()[gi]
+				snaps = append(snaps, g.fsm.MarshalSnapshot())
+				applied = append(applied, g.fsm.AppliedIndex())
+			}
+			for i := 1; i < len(snaps); i++ {
+				if applied[i] != applied[0] || string(snaps[i]) != string(snaps[0]) {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 20*time.Millisecond, "replicas of group %d disagree", gi)
+	}
+}
+
+func TestClusterMinorityLeaderCannotAdmit(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	victim := tc.leaderOfClient("lonely")
+	require.GreaterOrEqual(t, victim, 0)
+	tc.partition.Isolate(tc.raft[victim])
+	defer tc.partition.Heal()
+
+	c, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	ds, err := tc.nodes[victim].Allow(c, []fsm.AllowRequest{{Client: "lonely", Cost: 1}})
+	assert.Error(t, err, "an isolated leader must not decide")
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.Empty(t, ds)
+
+	// The majority side elects a new leader and decides; the balance shows
+	// no admission from the isolated side.
+	other := tc.nodes[(victim+1)%3]
+	d, err := other.Allow(ctx(t), []fsm.AllowRequest{{Client: "lonely", Cost: 1}})
+	require.NoError(t, err)
+	assert.True(t, d[0].Allowed)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity-1, d[0].RemainingTokens())
+}
+
+func TestClusterJoinAndReplaceDeadNode(t *testing.T) {
+	tc := &testCluster{t: t, clock: newManualClock(), groups: 6, partition: &Partition{}, deadAfter: 500 * time.Millisecond}
+	tc.addNode()
+	tc.waitStable(1)
+	_, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "early", Cost: 4}})
+	require.NoError(t, err)
+	for range 4 {
+		tc.addNode()
+	}
+	tc.waitStable(5) // every group now has 3 voters spread over 5 nodes
+
+	victim := tc.leaderOfClient("early")
+	tc.stop(victim)
+	tc.waitStable(5) // 3 live voters per group again, none of them the victim
+	for _, n := range tc.live() {
+		v, err := n.Client(ctx(t), "early")
+		require.NoError(t, err)
+		assert.Equal(t, int64(6), v.Decision.RemainingTokens())
+	}
+}

@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// forwarder sends allow requests for groups led by one other node. Requests
+// that queue while maxInflight calls are outstanding ride together in the
+// next call, as they do in the leader's raft entries.
+type forwarder struct {
+	addr     string
+	rpc      *rpcClient
+	in       chan *fwdItem
+	inflight chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+type fwdItem struct {
+	ctx  context.Context
+	item rpcAllowItem
+	done chan outcome
+}
+
+func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
+	f := &forwarder{
+		addr:     addr,
+		rpc:      rpc,
+		in:       make(chan *fwdItem, 4096),
+		inflight: make(chan struct{}, maxInflight),
+		stop:     make(chan struct{}),
+	}
+	f.wg.Add(1)
+	go f.run()
+	return f
+}
+
+// submit forwards one group's requests and waits for the leader's answer.
+func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decision, error) {
+	it := &fwdItem{ctx: ctx, item: item, done: make(chan outcome, 1)}
+	select {
+	case f.in <- it:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: forward to %s: %w", errNotLeader, f.addr, ctx.Err())
+	case <-f.stop:
+		return nil, ErrShuttingDown
+	}
+	select {
+	case o := <-it.done:
+		return o.decisions, o.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: forwarded to %s: outcome unknown: %w", ErrUnavailable, f.addr, ctx.Err())
+	}
+}
+
+func (f *forwarder) run() {
+	defer f.wg.Done()
+	for {
+		var first *fwdItem
+		select {
+		case first = <-f.in:
+		case <-f.stop:
+			return
+		}
+		select {
+		case f.inflight <- struct{}{}:
+		case <-f.stop:
+			first.done <- outcome{err: ErrShuttingDown}
+			return
+		}
+		items := []*fwdItem{first}
+	gather:
+		for len(items) < 1024 {
+			select {
+			case it := <-f.in:
+				items = append(items, it)
+			default:
+				break gather
+			}
+		}
+		go f.send(items)
+	}
+}
+
+// send makes one call for items. Its deadline is the latest of theirs, so
+// no caller is cut short by another's shorter deadline; each caller still
+// stops waiting at its own.
+func (f *forwarder) send(items []*fwdItem) {
+	defer func() { <-f.inflight }()
+	var (
+		req                   rpcAllowReq
+		live                  []*fwdItem
+		deadline, hasDeadline = items[0].ctx.Deadline()
+	)
+	for _, it := range items {
+		if it.ctx.Err() != nil {
+			it.done <- outcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
+			continue
+		}
+		d, ok := it.ctx.Deadline()
+		if !ok {
+			hasDeadline = false
+		} else if hasDeadline && d.After(deadline) {
+			deadline = d
+		}
+		live = append(live, it)
+		req.Items = append(req.Items, it.item)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if hasDeadline {
+		ctx, cancel = context.WithDeadline(context.Background(), deadline)
+	}
+	defer cancel()
+	var resp rpcAllowResp
+	err := f.rpc.call(ctx, f.addr, "/internal/allow", req, &resp)
+	if err == nil && len(resp.Items) != len(live) {
+		err = fmt.Errorf("forward to %s: %d answers for %d items", f.addr, len(resp.Items), len(live))
+	}
+	for i, it := range live {
+		switch {
+		case err != nil:
+			it.done <- outcome{err: err}
+		case resp.Items[i].Error != nil:
+			it.done <- outcome{err: resp.Items[i].Error.err()}
+		default:
+			it.done <- outcome{decisions: resp.Items[i].Decisions}
+		}
+	}
+}
+
+func (f *forwarder) close() {
+	close(f.stop)
+	f.wg.Wait()
+}

@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// nodeMeta is what a node gossips about itself. It must fit memberlist's
+// 512-byte metadata limit: led groups are a bitmap, not a list.
+type nodeMeta struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft"`
+	HTTPAddr string `json:"http"`
+	// Leaving is set before a graceful leave, so that others can tell a
+	// departure from a crash.
+	Leaving bool `json:"leaving,omitempty"`
+	// Leads is a base64 bitmap of the data groups this node leads and
+	// serves; bit G is the meta group.
+	Leads string `json:"leads,omitempty"`
+}
+
+// member is one node as this node last saw it.
+type member struct {
+	meta  nodeMeta
+	state string    // "alive", "dead" or "left"
+	since time.Time // when it entered state
+	leads []bool
+}
+
+// membership tracks the cluster's nodes through memberlist gossip.
+type membership struct {
+	logger   *slog.Logger
+	ml       *memberlist.Memberlist
+	groups   int
+	onChange func()
+
+	mu      sync.Mutex
+	self    nodeMeta
+	members map[string]*member
+}
+
+// membershipConfig configures gossip.
+type membershipConfig struct {
+	nodeID, raftAddr, httpAddr, gossipAddr string
+	groups                                 int
+	logger                                 *slog.Logger
+	onChange                               func()
+}
+
+func newMembership(c membershipConfig) (*membership, error) {
+	host, portStr, err := net.SplitHostPort(c.gossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", c.gossipAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", c.gossipAddr, err)
+	}
+	m := &membership{
+		logger:   c.logger.With("component", "membership"),
+		groups:   c.groups,
+		onChange: c.onChange,
+		self:     nodeMeta{ID: c.nodeID, RaftAddr: c.raftAddr, HTTPAddr: c.httpAddr},
+		members:  map[string]*member{},
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.nodeID
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	// Fast failure detection on a LAN: a crashed node is declared dead in
+	// about a second instead of memberlist's default ~6 s.
+	mc.ProbeInterval = 200 * time.Millisecond
+	mc.ProbeTimeout = 100 * time.Millisecond
+	mc.SuspicionMult = 2
+	mc.GossipInterval = 100 * time.Millisecond
+	mc.Delegate = m
+	mc.Events = m
+	mc.Logger = slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+// join contacts the given gossip addresses; it succeeds if any answers.
+func (m *membership) join(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	n, err := m.ml.Join(addrs)
+	if n == 0 {
+		return fmt.Errorf("join %v: %w", addrs, err)
+	}
+	return nil
+}
+
+// setLeads publishes which groups this node leads.
+func (m *membership) setLeads(leads []bool) {
+	enc := encodeBitmap(leads)
+	m.mu.Lock()
+	changed := m.self.Leads != enc
+	m.self.Leads = enc
+	m.mu.Unlock()
+	if changed {
+		if err := m.ml.UpdateNode(time.Second); err != nil {
+			m.logger.Debug("gossip update", "err", err)
+		}
+	}
+}
+
+// setLeaving publishes that this node is leaving on purpose.
+func (m *membership) setLeaving() {
+	m.mu.Lock()
+	m.self.Leaving = true
+	m.mu.Unlock()
+	_ = m.ml.UpdateNode(time.Second)
+}
+
+func (m *membership) leave(timeout time.Duration) error {
+	err := m.ml.Leave(timeout)
+	return err
+}
+
+func (m *membership) shutdown() error { return m.ml.Shutdown() }
+
+// snapshot returns a copy of every member but this node, by id.
+func (m *membership) snapshot() map[string]member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]member, len(m.members))
+	for id, mb := range m.members {
+		out[id] = *mb
+	}
+	return out
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (m *membership) NodeMeta(limit int) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(m.self)
+	if len(b) > limit {
+		m.logger.Error("node metadata over the gossip limit; leaders will not be advertised", "bytes", len(b), "limit", limit)
+		s := m.self
+		s.Leads = ""
+		b, _ = json.Marshal(s)
+	}
+	return b
+}
+
+// NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState implement
+// memberlist.Delegate; quorate gossips only node metadata.
+func (m *membership) NotifyMsg([]byte)                           {}
+func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (m *membership) LocalState(join bool) []byte                { return nil }
+func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (m *membership) NotifyJoin(n *memberlist.Node) { m.update(n, "alive") }
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, "alive") }
+
+// NotifyLeave implements memberlist.EventDelegate. It fires for crashes and
+// departures alike; the Leaving flag tells them apart.
+func (m *membership) NotifyLeave(n *memberlist.Node) { m.update(n, "dead") }
+
+func (m *membership) update(n *memberlist.Node, state string) {
+	var meta nodeMeta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
+		m.logger.Warn("ignoring gossip member with unreadable metadata", "name", n.Name, "err", err)
+		return
+	}
+	if meta.ID == m.self.ID {
+		return
+	}
+	if state == "dead" && meta.Leaving {
+		state = "left"
+	}
+	m.mu.Lock()
+	mb, ok := m.members[meta.ID]
+	if !ok {
+		mb = &member{}
+		m.members[meta.ID] = mb
+	}
+	stateChanged := mb.state != state
+	if stateChanged {
+		mb.state, mb.since = state, time.Now()
+	}
+	mb.meta = meta
+	mb.leads = decodeBitmap(meta.Leads, m.groups+1)
+	m.mu.Unlock()
+	if stateChanged {
+		m.logger.Info("member", "node", meta.ID, "state", state, "raft", meta.RaftAddr, "http", meta.HTTPAddr)
+	}
+	if m.onChange != nil {
+		m.onChange()
+	}
+}
+
+// sortedIDs returns the ids of members in state (any state if empty).
+func sortedIDs(ms map[string]member, state string) []string {
+	var ids []string
+	for id, mb := range ms {
+		if state == "" || mb.state == state {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func encodeBitmap(bits []bool) string {
+	b := make([]byte, (len(bits)+7)/8)
+	any := false
+	for i, v := range bits {
+		if v {
+			b[i/8] |= 1 << (i % 8)
+			any = true
+		}
+	}
+	if !any {
+		return ""
+	}
+	return base64.RawStdEncoding.EncodeToString(b)
+}
+
+func decodeBitmap(s string, n int) []bool {
+	out := make([]bool, n)
+	b, err := base64.RawStdEncoding.DecodeString(s)
+	if err != nil {
+		return out
+	}
+	for i := range n {
+		if i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0 {
+			out[i] = true
+		}
+	}
+	return out
+}

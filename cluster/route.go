@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// errNotLeader means the request reached a node that does not serve the
+// group: nothing was appended, so it is safe to retry at the leader.
+var errNotLeader = fmt.Errorf("%w: not the leader", ErrUnavailable)
+
+// leaderOf returns where group g is served: self, or the raft address of
+// another node ("" if no leader is known). Raft's own view wins; a node
+// that is not a voter of g learns the leader from gossip.
+func (n *Node) leaderOf(g *group) (self bool, addr string) {
+	if g.serving.Load() {
+		return true, ""
+	}
+	if a, id := g.raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
+		return false, string(a)
+	}
+	if n.members == nil {
+		return false, ""
+	}
+	for _, mb := range n.members.snapshot() {
+		if mb.state == "alive" && g.index < len(mb.leads) && mb.leads[g.index] {
+			return false, mb.meta.RaftAddr
+		}
+	}
+	return false, ""
+}
+
+// onLeader runs local if this node serves g, or remote with the leader's
+// address otherwise, retrying while the answer is errNotLeader (nothing was
+// appended) until ctx is done. With no leader known it waits for one.
+func (n *Node) onLeader(ctx context.Context, g *group, local func() error, remote func(addr string) error) error {
+	backoff := 5 * time.Millisecond
+	for {
+		self, addr := n.leaderOf(g)
+		var err error
+		switch {
+		case self:
+			err = local()
+		case addr != "":
+			err = remote(addr)
+		default:
+			err = fmt.Errorf("%w: group %s has no leader", errNotLeader, g.id)
+		}
+		if err == nil || !errors.Is(err, errNotLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: group %s: %w (last: %v)", ErrUnavailable, g.id, ctx.Err(), err)
+		case <-n.stop:
+			return ErrShuttingDown
+		case <-g.leadershipChanged():
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 100*time.Millisecond)
+		}
+	}
+}
