@@ -54,6 +54,7 @@ type Node struct {
 	placementCh chan struct{}
 	leadsCh     chan struct{}
 	stop        chan struct{}
+	done        chan struct{} // closed when Close has finished
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 	closeErr    error
@@ -91,6 +92,7 @@ func New(opts Options) (*Node, error) {
 		placementCh: make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, raftmux.Options{Logger: n.logger.With("component", "raftmux")})
@@ -502,6 +504,10 @@ func (n *Node) Close() error {
 		n.fwdMu.Unlock()
 		errs = append(errs, n.mux.Close())
 		n.closeErr = errors.Join(errs...)
+		close(n.done)
 	})
 	return n.closeErr
 }
+
+// Done is closed once the node has stopped (after Close or Leave).
+func (n *Node) Done() <-chan struct{} { return n.done }

@@ -30,12 +30,13 @@ func freeAddr(t *testing.T) string {
 // a function that stops it (as SIGTERM would) and returns serve's error.
 func startServe(t *testing.T, args ...string) (*httpapi.Client, string, func() error) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--log-level", "warn", "--groups", "4"}, args...), &bytes.Buffer{}, &stderr)
+		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--raft-addr", raftAddr, "--gossip-addr", gossipAddr,
+			"--log-level", "warn", "--groups", "4"}, args...), &bytes.Buffer{}, &stderr)
 	}()
 	c := httpapi.NewClient(addr, nil)
 	require.Eventually(t, func() bool {

@@ -30,6 +30,7 @@ Usage:
   quorate tier delete NAME
   quorate default set --capacity C --rate R
   quorate status
+  quorate leave                                   make the node at --addr leave the cluster and stop
 
 Client commands take --addr HOST:PORT (env QUORATE_ADDR, default 127.0.0.1:7070),
 --timeout (default 10s) and --json (print the server's JSON answer).
@@ -304,6 +305,15 @@ func (cl *cli) commands() map[string]command {
 				return configAnswer(c.PutDefault(ctx, p))
 			},
 			print: printConfigChange,
+		},
+		"leave": {
+			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+				if err := c.Leave(ctx); err != nil {
+					return nil, err
+				}
+				return httpapi.StatusResponse{Status: "left"}, nil
+			},
+			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
 		},
 		"status": {
 			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {

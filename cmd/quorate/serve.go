@@ -26,6 +26,11 @@ type serveFlags struct {
 	dataDir     string
 	httpAddr    string
 	raftAddr    string
+	gossipAddr  string
+	join        string
+	replicas    int
+	deadAfter   time.Duration
+	leaveOnTerm bool
 	groups      int
 	config      string
 	logLevel    string
@@ -42,7 +47,12 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.nodeID, "node-id", "node1", "this node's name in raft and membership")
 	fs.StringVar(&f.dataDir, "data-dir", "quorate-data", "directory for raft logs, snapshots and node identity")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7070", "host:port of the HTTP API")
-	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7071", "host:port of the raft transport")
+	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7071", "host:port of the raft transport and internal RPC; peers dial it")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7072", "host:port for memberlist gossip (TCP and UDP)")
+	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of existing nodes; empty on the first node of a new cluster")
+	fs.IntVar(&f.replicas, "replicas", cluster.DefaultReplicas, "voters per group (each group has min(replicas, live nodes))")
+	fs.DurationVar(&f.deadAfter, "dead-after", cluster.DefaultDeadAfter, "how long a node must be dead before its replicas are placed elsewhere")
+	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGINT/SIGTERM, leave the cluster (hand over groups, be removed as a voter) instead of just stopping")
 	fs.IntVar(&f.groups, "groups", cluster.DefaultGroups, "number of data groups, fixed when the cluster is created")
 	fs.StringVar(&f.config, "config", "", "JSON file with the default policy and tiers a new cluster starts with")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -114,6 +124,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DataDir:         f.dataDir,
 		RaftAddr:        f.raftAddr,
 		HTTPAddr:        f.httpAddr,
+		GossipAddr:      f.gossipAddr,
+		Join:            splitList(f.join),
+		Replicas:        f.replicas,
+		DeadAfter:       f.deadAfter,
 		Groups:          f.groups,
 		Initial:         initial,
 		Logger:          logger,
@@ -143,10 +157,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir, "groups", f.groups)
 
+	left := false
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
+	case <-node.Done():
+		left = true // POST /v1/leave
 	case <-ctx.Done():
+	}
+	if !left && f.leaveOnTerm {
+		logger.Info("leaving the cluster")
+		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := node.Leave(lctx); err != nil {
+			logger.Warn("leave did not complete", "err", err)
+		}
+		cancel()
 	}
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -159,4 +184,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -137,6 +137,11 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
 }
 
+// Leave asks the node to leave its cluster gracefully and stop.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
+}
+
 // do sends in (if not nil) as JSON and decodes a 2xx answer into out (if
 // not nil); any other status becomes an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

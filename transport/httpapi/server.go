@@ -162,6 +162,17 @@ func New(svc Service, opts Options) *Server {
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 	}
+	if l, ok := svc.(Leaver); ok {
+		routes = append(routes, route{"POST", "/v1/leave", func(w http.ResponseWriter, r *http.Request) error {
+			ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+			defer cancel()
+			if err := l.Leave(ctx); err != nil {
+				return err
+			}
+			s.writeJSON(w, http.StatusOK, StatusResponse{Status: "left"})
+			return nil
+		}})
+	}
 	if gatherer != nil {
 		prom := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{opts.Logger}})
 		routes = append(routes, route{"GET", "/metrics", func(w http.ResponseWriter, r *http.Request) error {

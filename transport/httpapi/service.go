@@ -32,3 +32,10 @@ type Service interface {
 	// Ready returns nil when every group has a leader.
 	Ready(ctx context.Context) error
 }
+
+// Leaver is implemented by services that can leave their cluster on
+// request; POST /v1/leave exists only for them. Leave returns once the node
+// has handed over its groups and stopped (or ctx ended).
+type Leaver interface {
+	Leave(ctx context.Context) error
+}
