@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A local 3-node quorate cluster on 127.0.0.1, 127.0.0.2 and 127.0.0.3
+# (HTTP :7070, raft :7071, gossip :7072 on each), data and logs under
+# $QUORATE_CLUSTER_DIR (default ./cluster-data).
+#
+#   scripts/cluster.sh up        build, start the nodes, wait until every group has 3 voters
+#   scripts/cluster.sh status    each node's state and which groups it leads
+#   scripts/cluster.sh kill N    kill -9 node N (1..3)
+#   scripts/cluster.sh start N   start node N again (same data dir and addresses)
+#   scripts/cluster.sh down      stop every node it started (SIGTERM, by PID)
+#
+# Extra serve flags for every node: QUORATE_ARGS="--groups 8".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+DIR=${QUORATE_CLUSTER_DIR:-cluster-data}
+NODES=${NODES:-3}
+BIN=bin/quorate
+
+ip() { echo "127.0.0.$1"; }
+pidfile() { echo "$DIR/node$1.pid"; }
+running() { local p; p=$(cat "$(pidfile "$1")" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
+
+start() {
+  local i=$1 join=""
+  [ "$i" -ne 1 ] && join="--join $(ip 1):7072"
+  if running "$i"; then echo "node$i already running (pid $(cat "$(pidfile "$i")"))"; return; fi
+  mkdir -p "$DIR/node$i"
+  # A restarted first node rejoins through the others.
+  if [ "$i" -eq 1 ] && [ -f "$DIR/node1/quorate.json" ]; then join="--join $(ip 2):7072,$(ip 3):7072"; fi
+  # shellcheck disable=SC2086
+  nohup "$BIN" serve --node-id "node$i" --data-dir "$DIR/node$i" \
+    --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" \
+    $join ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
+  echo $! >"$(pidfile "$i")"
+  echo "node$i started (pid $!, http://$(ip "$i"):7070, log $DIR/node$i.log)"
+}
+
+wait_ready() {
+  local i=$1
+  for _ in $(seq 1 150); do
+    curl -fsS "http://$(ip "$i"):7070/readyz" >/dev/null 2>&1 && return 0
+    running "$i" || { echo "node$i exited; see $DIR/node$i.log" >&2; tail -20 "$DIR/node$i.log" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "node$i not ready after 15 s; see $DIR/node$i.log" >&2
+  return 1
+}
+
+# wait_voters waits until every group lists $1 voters.
+wait_voters() {
+  local want=$1
+  for _ in $(seq 1 300); do
+    if "$BIN" status --json --addr "$(ip 1):7070" 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if all(len(g.get("voters") or []) == int(sys.argv[1]) and g.get("leader") for g in s["groups"]) else 1)' "$want"; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "groups did not reach $want voters in 30 s" >&2
+  return 1
+}
+
+case "${1:-}" in
+  up)
+    go build -o "$BIN" ./cmd/quorate
+    mkdir -p "$DIR"
+    start 1; wait_ready 1
+    for i in $(seq 2 "$NODES"); do start "$i"; done
+    for i in $(seq 2 "$NODES"); do wait_ready "$i"; done
+    wait_voters "$(( NODES < 3 ? NODES : 3 ))"
+    echo "cluster up: http://127.0.0.1:7070 http://127.0.0.2:7070 http://127.0.0.3:7070"
+    ;;
+  start)
+    start "${2:?node number}"; wait_ready "$2"
+    ;;
+  kill)
+    i=${2:?node number}
+    p=$(cat "$(pidfile "$i")")
+    kill -9 "$p" && echo "node$i (pid $p) killed with SIGKILL"
+    ;;
+  status)
+    for i in $(seq 1 "$NODES"); do
+      if running "$i"; then
+        leads=$("$BIN" status --json --addr "$(ip "$i"):7070" 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(",".join(g["id"] for g in s["groups"] if g["state"] == "Leader") or "-")' || echo "?")
+        echo "node$i up   pid $(cat "$(pidfile "$i")")  leads groups: $leads"
+      else
+        echo "node$i down"
+      fi
+    done
+    ;;
+  down)
+    for i in $(seq 1 "$NODES"); do
+      if running "$i"; then
+        p=$(cat "$(pidfile "$i")"); kill "$p"
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        echo "node$i stopped"
+      fi
+      rm -f "$(pidfile "$i")"
+    done
+    ;;
+  *)
+    sed -n '2,12p' "$0"; exit 2
+    ;;
+esac
