@@ -52,8 +52,8 @@ func costValue(raw json.RawMessage, field string) (int64, error) {
 		return checkCost(n, lit, field)
 	}
 	r, ok := new(big.Rat).SetString(lit)
-	if !ok {
-		return 0, badRequest(CodeInvalidCost, "%s %s is not a number", field, lit)
+	if !ok { // a JSON number whose exponent is too large for big.Rat
+		return 0, badRequest(CodeInvalidCost, "%s must be a whole number from 0 to %d, got %s", field, int64(bucket.MaxCost), lit)
 	}
 	if !r.IsInt() {
 		return 0, badRequest(CodeInvalidCost, "%s must be a whole number of tokens, got %s", field, lit)
