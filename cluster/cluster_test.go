@@ -164,13 +164,19 @@ func (tc *testCluster) leaderOfClient(client string) int {
 }
 
 func TestClusterDecisionsAgreeAcrossNodes(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) { testDecisionsAgree(t, size) })
+	}
+}
+
+func testDecisionsAgree(t *testing.T, size int) {
+	tc := newTestCluster(t, size)
 	n0 := tc.nodes[0]
 	_, err := n0.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: 90, Rate: 0}})
 	require.NoError(t, err)
 	require.NoError(t, tc.nodes[1].SetClientTier(ctx(t), "hot", "fixed"))
 
-	// Leaders are spread: with 7 groups over 3 nodes, every node leads one.
+	// Leaders are spread: with 7 groups over the nodes, every node leads one.
 	require.Eventually(t, func() bool {
 		for _, n := range tc.nodes {
 			leads := 0
@@ -193,7 +199,7 @@ func TestClusterDecisionsAgreeAcrossNodes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n := tc.nodes[w%3]
+			n := tc.nodes[w%size]
 			for range 5 {
 				ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "hot", Cost: 1}})
 				if !assert.NoError(t, err) {

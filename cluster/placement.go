@@ -63,6 +63,41 @@ type placementView struct {
 	now      time.Time
 	members  map[string]member // other nodes
 	selfAddr string
+	// preferred maps a group id to the node that should lead it.
+	preferred map[string]string
+}
+
+// liveIDs returns this node and every live member, sorted.
+func (v placementView) liveIDs() []string {
+	live := []string{v.self}
+	for id := range v.members {
+		if v.alive(id) {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	return live
+}
+
+// preferredLeaders assigns every group a preferred leader among its
+// preferred replicas, greedily to the candidate leading the fewest groups so
+// far (ties in rendezvous order), so that leaders spread evenly. Every node
+// computes the same assignment from the same membership.
+func preferredLeaders(groupIDs []string, live []string, replicas int) map[string]string {
+	want := min(replicas, len(live))
+	count := map[string]int{}
+	out := make(map[string]string, len(groupIDs))
+	for _, g := range groupIDs {
+		best := ""
+		for _, id := range rendezvous(g, live)[:want] {
+			if best == "" || count[id] < count[best] {
+				best = id
+			}
+		}
+		count[best]++
+		out[g] = best
+	}
+	return out
 }
 
 func (v placementView) alive(id string) bool {
@@ -110,15 +145,8 @@ type placementStep struct {
 // removes departed or long-dead voters (never below a live majority), trims
 // surplus voters, and finally asks to hand leadership to the group's
 // preferred leader so that leaders spread over the nodes.
-func planPlacement(v placementView, groupID string, groupIndex int, voters []string) placementStep {
-	var live []string
-	live = append(live, v.self)
-	for id := range v.members {
-		if v.alive(id) {
-			live = append(live, id)
-		}
-	}
-	slices.Sort(live)
+func planPlacement(v placementView, groupID string, voters []string) placementStep {
+	live := v.liveIDs()
 	want := min(v.replicas, len(live))
 	desired := rendezvous(groupID, live)[:want]
 
@@ -160,19 +188,10 @@ func planPlacement(v placementView, groupID string, groupIndex int, voters []str
 			return placementStep{transfer: desired[0]}
 		}
 	}
-	// 4. Spread leaders: the preferred leader of the group is the voter at
-	// position groupIndex among the sorted live voters.
-	var liveVoters []string
-	for _, id := range voters {
-		if v.alive(id) {
-			liveVoters = append(liveVoters, id)
-		}
-	}
-	slices.Sort(liveVoters)
-	if len(liveVoters) > 0 {
-		if pref := liveVoters[groupIndex%len(liveVoters)]; pref != v.self {
-			return placementStep{transfer: pref}
-		}
+	// 4. Spread leaders: hand the group to its preferred leader if that is
+	// a live voter.
+	if pref := v.preferred[groupID]; pref != "" && pref != v.self && v.alive(pref) && slices.Contains(voters, pref) {
+		return placementStep{transfer: pref}
 	}
 	return placementStep{}
 }
@@ -211,9 +230,11 @@ func (n *Node) placementLoop() {
 			now:      time.Now(),
 			members:  n.members.snapshot(),
 		}
-		if n.leaving.Load() {
-			v.replicas = 0 // plan nothing but handing leadership away
+		var ids []string
+		for _, g := range n.allGroups() {
+			ids = append(ids, g.id)
 		}
+		v.preferred = preferredLeaders(ids, v.liveIDs(), v.replicas)
 		for _, g := range n.allGroups() {
 			if !g.serving.Load() {
 				continue
@@ -239,7 +260,7 @@ func (n *Node) placeGroup(g *group, v placementView, lastTransfer map[string]tim
 			}
 		}
 	} else {
-		step = planPlacement(v, g.id, g.index, voters)
+		step = planPlacement(v, g.id, voters)
 	}
 	timeout := 5 * time.Second
 	switch {

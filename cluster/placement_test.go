@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func view(self string, members map[string]string) placementView {
+	now := time.Unix(1000, 0)
+	v := placementView{self: self, replicas: 3, dead: 10 * time.Second, now: now, members: map[string]member{}}
+	for id, state := range members {
+		m := member{meta: nodeMeta{ID: id, RaftAddr: id + ":7071"}, state: state, since: now.Add(-time.Minute)}
+		switch state {
+		case "leaving":
+			m.state, m.meta.Leaving = "alive", true
+		case "just-dead":
+			m.state, m.since = "dead", now.Add(-time.Second)
+		}
+		v.members[id] = m
+	}
+	v.preferred = preferredLeaders([]string{"0"}, v.liveIDs(), v.replicas)
+	return v
+}
+
+func TestPlanPlacement(t *testing.T) {
+	tests := []struct {
+		name    string
+		members map[string]string
+		voters  []string
+		want    placementStep
+	}{
+		{"a joining node is added", map[string]string{"b": "alive"}, []string{"a"}, placementStep{add: "b"}},
+		{"a node dead past the timeout is removed", map[string]string{"b": "alive", "c": "dead", "d": "alive"},
+			[]string{"a", "b", "c"}, placementStep{remove: "c"}},
+		{"a node dead for less than the timeout stays", map[string]string{"b": "alive", "c": "just-dead"},
+			[]string{"a", "b", "c"}, placementStep{}},
+		{"a leaving node is removed at once", map[string]string{"b": "alive", "c": "leaving"},
+			[]string{"a", "b", "c"}, placementStep{remove: "c"}},
+		{"removal that would lose the live majority is refused", map[string]string{"b": "dead", "c": "dead", "d": "dead"},
+			[]string{"a", "b", "c", "d"}, placementStep{refused: "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := view("a", tt.members)
+			got := planPlacement(v, "0", tt.voters)
+			if tt.want.transfer == "" && got.transfer != "" {
+				got.transfer = "" // leadership moves are checked separately
+			}
+			assert.Equal(t, tt.want, got, "planPlacement(%v, voters %v)", tt.members, tt.voters)
+		})
+	}
+	t.Run("a surplus voter is trimmed", func(t *testing.T) {
+		v := view("a", map[string]string{"b": "alive", "c": "alive", "d": "alive"})
+		desired := rendezvous("0", []string{"a", "b", "c", "d"})[:3]
+		got := planPlacement(v, "0", []string{"a", "b", "c", "d"})
+		if got.remove != "" {
+			assert.NotContains(t, desired, got.remove, "only a non-preferred voter is trimmed")
+		} else {
+			assert.NotContains(t, desired, "a", "only a surplus leader hands over instead of trimming")
+			assert.Contains(t, desired, got.transfer)
+		}
+	})
+}
+
+func TestPreferredLeadersSpreadEvenly(t *testing.T) {
+	for _, nodes := range [][]string{{"n1", "n2", "n3"}, {"n1", "n2", "n3", "n4", "n5"}} {
+		var ids []string
+		for i := range 16 {
+			ids = append(ids, fmt.Sprint(i))
+		}
+		ids = append(ids, "meta")
+		pref := preferredLeaders(ids, nodes, 3)
+		count := map[string]int{}
+		for _, id := range ids {
+			assert.Contains(t, rendezvous(id, nodes)[:3], pref[id], "group %s is led by one of its replicas", id)
+			count[pref[id]]++
+		}
+		lo, hi := len(ids), 0
+		for _, n := range nodes {
+			lo, hi = min(lo, count[n]), max(hi, count[n])
+		}
+		assert.LessOrEqual(t, hi-lo, 1, "17 leaders over %d nodes: %v", len(nodes), count)
+	}
+}
+
+func TestRendezvousMovesFewGroups(t *testing.T) {
+	before := []string{"n1", "n2", "n3", "n4"}
+	after := append(before[:4:4], "n5")
+	moved := 0
+	for i := range 100 {
+		g := fmt.Sprint(i)
+		b, a := rendezvous(g, before)[:3], rendezvous(g, after)[:3]
+		for _, id := range b {
+			if !slices.Contains(a, id) {
+				moved++
+			}
+		}
+	}
+	// A fifth node should take about 3/5 of 100 replicas' worth of slots
+	// (60), not reshuffle everything (300).
+	assert.Less(t, moved, 100, "replicas moved when a node joined: %d", moved)
+	assert.Greater(t, moved, 20)
+}
