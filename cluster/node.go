@@ -195,11 +195,12 @@ func (n *Node) start() error {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
 	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "replicas", opts.Replicas)
-	n.wg.Add(4)
-	go n.reconcileLoop()
-	go n.reclaimLoop()
-	go n.placementLoop()
-	go n.leadsLoop()
+	n.every(time.Second, n.reconcileCh, n.reconcile)
+	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
+	n.every(2*time.Second, n.leadsCh, n.publishLeads)
+	if opts.ReclaimInterval > 0 {
+		n.every(opts.ReclaimInterval, nil, n.reclaim)
+	}
 	return nil
 }
 
@@ -369,100 +370,85 @@ func isVoter(g *group, id string) bool {
 	return false
 }
 
-// reconcileLoop brings every data group this node leads up to the meta
+// every runs fn in its own goroutine every interval and whenever trigger
+// fires (trigger may be nil), until the node stops.
+func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-n.stop:
+				return
+			case <-tick.C:
+			case <-trigger:
+			}
+			fn()
+		}
+	}()
+}
+
+// reconcile brings every data group this node leads up to the meta
 // group's configuration version, by proposing the whole configuration into
 // the group's own log. A group that cannot be reached now is retried on the
 // next trigger or tick.
-func (n *Node) reconcileLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-		case <-n.reconcileCh:
+func (n *Node) reconcile() {
+	var lagging []*group
+	for _, g := range n.groups {
+		if g.serving.Load() {
+			lagging = append(lagging, g)
 		}
-		var lagging []*group
-		for _, g := range n.groups {
-			if g.serving.Load() {
-				lagging = append(lagging, g)
-			}
-		}
-		if len(lagging) == 0 {
-			continue
-		}
-		want := n.wantedConfig()
-		var wg sync.WaitGroup
-		for _, g := range lagging {
-			if g.fsm.Config().Version >= want.Version {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
-					n.logger.Warn("config reconcile failed", "group", g.id, "version", want.Version, "err", err)
-				}
-			}()
-		}
-		wg.Wait()
 	}
-}
-
-// reclaimLoop periodically asks every data group this node leads to forget
-// buckets that are full.
-func (n *Node) reclaimLoop() {
-	defer n.wg.Done()
-	if n.opts.ReclaimInterval < 0 {
+	if len(lagging) == 0 {
 		return
 	}
-	tick := time.NewTicker(n.opts.ReclaimInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
+	want := n.wantedConfig()
+	var wg sync.WaitGroup
+	for _, g := range lagging {
+		if g.fsm.Config().Version >= want.Version {
+			continue
 		}
-		for _, g := range n.groups {
-			if b, _, _ := g.fsm.Stats(); !g.serving.Load() || b == 0 {
-				continue
-			}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			res, err := g.applyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
-			cancel()
-			if err != nil {
-				n.logger.Warn("reclaim failed", "group", g.id, "err", err)
-			} else if r, ok := res.(*fsm.ReclaimResult); ok && r.Buckets > 0 {
-				n.logger.Debug("reclaimed idle buckets", "group", g.id, "buckets", r.Buckets, "request_ids", r.Dedup)
+			defer cancel()
+			if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
+				n.logger.Warn("config reconcile failed", "group", g.id, "version", want.Version, "err", err)
 			}
+		}()
+	}
+	wg.Wait()
+}
+
+// reclaim asks every data group this node leads to forget buckets that
+// are full.
+func (n *Node) reclaim() {
+	for _, g := range n.groups {
+		if b, _, _ := g.fsm.Stats(); !g.serving.Load() || b == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := g.applyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
+		cancel()
+		if err != nil {
+			n.logger.Warn("reclaim failed", "group", g.id, "err", err)
+		} else if r, ok := res.(*fsm.ReclaimResult); ok && r.Buckets > 0 {
+			n.logger.Debug("reclaimed idle buckets", "group", g.id, "buckets", r.Buckets, "request_ids", r.Dedup)
 		}
 	}
 }
 
-// leadsLoop publishes, through gossip, which groups this node serves, so
-// that nodes holding no replica of a group can still find its leader.
-func (n *Node) leadsLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-n.leadsCh:
-		case <-tick.C:
-		}
-		leads := make([]bool, len(n.groups)+1)
-		for _, g := range n.allGroups() {
-			leads[g.index] = g.serving.Load()
-		}
-		n.members.setLeads(leads)
+// publishLeads publishes, through gossip, which groups this node serves,
+// so that nodes holding no replica of a group can still find its leader.
+func (n *Node) publishLeads() {
+	leads := make([]bool, len(n.groups)+1)
+	for _, g := range n.allGroups() {
+		leads[g.index] = g.serving.Load()
 	}
+	n.members.setLeads(leads)
 }
 
 // forwarderFor returns the forwarder to the node at addr.

@@ -208,39 +208,38 @@ func voterIDs(c raft.Configuration) []string {
 	return ids
 }
 
-// placementLoop reconciles, for every group this node leads, the voters
-// with membership and the leader with the group's preferred leader.
-func (n *Node) placementLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.opts.PlacementInterval)
-	defer tick.Stop()
-	lastTransfer := map[string]time.Time{}
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-		case <-n.placementCh:
+// placer reconciles, for every group this node leads, the voters with
+// membership and the leader with the group's preferred leader. Its place
+// method runs on one goroutine.
+type placer struct {
+	n            *Node
+	lastTransfer map[string]time.Time
+}
+
+func (n *Node) newPlacer() *placer {
+	return &placer{n: n, lastTransfer: map[string]time.Time{}}
+}
+
+func (p *placer) place() {
+	n := p.n
+	v := placementView{
+		self:     n.opts.NodeID,
+		selfAddr: n.raftAddr,
+		replicas: n.opts.Replicas,
+		dead:     n.opts.DeadAfter,
+		now:      time.Now(),
+		members:  n.members.snapshot(),
+	}
+	var ids []string
+	for _, g := range n.allGroups() {
+		ids = append(ids, g.id)
+	}
+	v.preferred = preferredLeaders(ids, v.liveIDs(), v.replicas)
+	for _, g := range n.allGroups() {
+		if !g.serving.Load() {
+			continue
 		}
-		v := placementView{
-			self:     n.opts.NodeID,
-			selfAddr: n.raftAddr,
-			replicas: n.opts.Replicas,
-			dead:     n.opts.DeadAfter,
-			now:      time.Now(),
-			members:  n.members.snapshot(),
-		}
-		var ids []string
-		for _, g := range n.allGroups() {
-			ids = append(ids, g.id)
-		}
-		v.preferred = preferredLeaders(ids, v.liveIDs(), v.replicas)
-		for _, g := range n.allGroups() {
-			if !g.serving.Load() {
-				continue
-			}
-			n.placeGroup(g, v, lastTransfer)
-		}
+		n.placeGroup(g, v, p.lastTransfer)
 	}
 }
 
