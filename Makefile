@@ -54,3 +54,11 @@ tidy: ## go mod tidy; fails if go.mod or go.sum changed.
 .PHONY: clean
 clean: ## Remove build output (not data directories).
 	rm -rf bin bench.out
+
+.PHONY: failover
+failover: ## Kill a group leader of a throwaway 3-node cluster and time the failover (FAILOVER_ARGS="-runs 10").
+	./scripts/failover.sh
+
+.PHONY: bench-cluster
+bench-cluster: ## Load a single node, then a 3-node cluster (CONNS, DURATION, KEYS) and compare them.
+	./scripts/bench-cluster.sh
