@@ -263,10 +263,14 @@ func (g *group) close() error {
 	if g.batch != nil {
 		g.batch.close()
 	}
-	err := g.raft.Shutdown().Error()
-	g.wg.Wait()
+	// Close the transport before waiting for raft, so that replication
+	// blocked on a peer that does not answer is released at once instead of
+	// at its network timeout. Stores close only after raft has stopped.
+	fut := g.raft.Shutdown()
 	if c, ok := g.trans.(raft.WithClose); ok {
 		_ = c.Close()
 	}
+	err := fut.Error()
+	g.wg.Wait()
 	return errors.Join(err, g.store.Close())
 }

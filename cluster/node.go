@@ -134,12 +134,12 @@ func (n *Node) start() error {
 		if err != nil {
 			return nil, err
 		}
-		trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		trans := noPipeline{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  layer,
 			MaxPool: 3,
 			Timeout: 10 * time.Second,
 			Logger:  newHCLogger(n.logger, "raft-net", opts.RaftLogLevel.Level()),
-		})
+		})}
 		return openGroup(groupConfig{
 			id:        id,
 			index:     index,
@@ -223,6 +223,23 @@ func (n *Node) joinWithRetry(attempts int) error {
 		}
 	}
 	return fmt.Errorf("cluster: %w", err)
+}
+
+// noPipeline is raft's network transport without pipelined replication.
+// hashicorp/raft v1.8.0's pipeline can deadlock when a follower answers an
+// AppendEntries with Success=false: the sender parks on a full in-progress
+// channel while the decoder parks on a done channel nobody reads, so the
+// follower silently stops receiving entries and Shutdown never returns (we
+// hit it in our 5-node tests). Without a pipeline, raft replicates one
+// batched AppendEntries at a time per follower.
+type noPipeline struct {
+	*raft.NetworkTransport
+}
+
+// AppendEntriesPipeline implements raft.Transport by declining, which makes
+// raft fall back to synchronous replication.
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // advertised is the address peers use: the configured one, or the bound
