@@ -19,7 +19,14 @@ BIN=bin/quorate
 
 ip() { echo "127.0.0.$1"; }
 pidfile() { echo "$DIR/node$1.pid"; }
-running() { local p; p=$(cat "$(pidfile "$1")" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
+# running N: node N's process exists and is not a zombie (a killed process
+# can linger as one until its new parent reaps it).
+running() {
+  local p st
+  p=$(cat "$(pidfile "$1")" 2>/dev/null) || return 1
+  st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
 
 start() {
   local i=$1 join=""
@@ -65,6 +72,11 @@ sys.exit(0 if all(len(g.get("voters") or []) == int(sys.argv[1]) and g.get("lead
 
 case "${1:-}" in
   up)
+    for i in $(seq 1 "$NODES"); do
+      if curl -fsS -m 1 "http://$(ip "$i"):7070/healthz" >/dev/null 2>&1; then
+        echo "something already answers on $(ip "$i"):7070; is another cluster running?" >&2; exit 1
+      fi
+    done
     go build -o "$BIN" ./cmd/quorate
     mkdir -p "$DIR"
     start 1; wait_ready 1
@@ -98,7 +110,7 @@ print(",".join(g["id"] for g in s["groups"] if g["state"] == "Leader") or "-")' 
     for i in $(seq 1 "$NODES"); do
       if running "$i"; then
         p=$(cat "$(pidfile "$i")"); kill "$p"
-        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 1 100); do running "$i" || break; sleep 0.1; done
         echo "node$i stopped"
       fi
       rm -f "$(pidfile "$i")"
