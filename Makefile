@@ -21,7 +21,7 @@ run: build ## Run a single-node quorate on 127.0.0.1:7070 with data in ./quorate
 	./$(BIN) serve
 
 .PHONY: test
-test: ## Run every test (race detector on), including the model test and a short fuzz pass.
+test: ## Run vet and every test with the race detector, including the model test and the fuzz seed corpus.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
 
