@@ -29,7 +29,7 @@ type group struct {
 	logger *slog.Logger
 	fsm    *fsm.FSM
 	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
+	store  *guardedStore
 	trans  raft.Transport
 	batch  *batcher // nil for the meta group
 
@@ -74,19 +74,20 @@ func openGroup(c groupConfig) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.dir, "raft.db")})
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.dir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("group %s: open log: %w", c.id, err)
 	}
+	store := &guardedStore{bolt: bolt}
 	hl := newHCLogger(c.logger, "raft", c.logLevel)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.dir, 2, hl)
 	if err != nil {
-		store.Close()
+		store.close()
 		return nil, fmt.Errorf("group %s: open snapshots: %w", c.id, err)
 	}
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
-		store.Close()
+		store.close()
 		return nil, err
 	}
 
@@ -104,7 +105,7 @@ func openGroup(c groupConfig) (*group, error) {
 
 	has, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		store.Close()
+		store.close()
 		return nil, err
 	}
 	if !has && c.bootstrap {
@@ -112,13 +113,13 @@ func openGroup(c groupConfig) (*group, error) {
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.addr,
 		}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.trans, boot); err != nil {
-			store.Close()
+			store.close()
 			return nil, fmt.Errorf("group %s: bootstrap: %w", c.id, err)
 		}
 	}
 	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.trans)
 	if err != nil {
-		store.Close()
+		store.close()
 		return nil, fmt.Errorf("group %s: start raft: %w", c.id, err)
 	}
 	g := &group{
@@ -272,5 +273,5 @@ func (g *group) close() error {
 	}
 	err := fut.Error()
 	g.wg.Wait()
-	return errors.Join(err, g.store.Close())
+	return errors.Join(err, g.store.close())
 }
