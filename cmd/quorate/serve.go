@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	maxBatch    int
 	maxInflight int
 	reclaim     time.Duration
+	debugAddr   string
 }
 
 func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
@@ -59,6 +61,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.IntVar(&f.maxBatch, "max-batch", cluster.DefaultMaxBatch, "most decisions in one raft entry")
 	fs.IntVar(&f.maxInflight, "max-inflight", cluster.DefaultMaxInflight, "allow entries in flight per group leader")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
 	return fs, f
 }
@@ -155,6 +158,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if f.debugAddr != "" {
+		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := dbg.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("debug listener", "err", err)
+			}
+		}()
+		defer dbg.Close()
+	}
 	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir, "groups", f.groups)
 
 	left := false
@@ -184,6 +196,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// debugMux serves the pprof profiles, on their own listener so that they
+// are never exposed with the API.
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 func splitList(s string) []string {
