@@ -54,7 +54,7 @@ batches() {
 echo "== single node (http://$HTTP), $CONNS connections, $DURATION, $KEYS keys"
 mkdir -p "$dir/single"
 # shellcheck disable=SC2086
-./bin/quorate serve --data-dir "$dir/single/data" --http-addr "$HTTP" --raft-addr "$RAFT" --log-level warn \
+./bin/quorate serve --data-dir "$dir/single/data" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr 127.0.0.1:17072 --log-level warn \
   ${QUORATE_ARGS:-} 2>"$dir/single/node.log" &
 pid=$!
 for _ in $(seq 1 150); do

@@ -15,7 +15,7 @@ RAFT=${RAFT:-127.0.0.1:17071}
 go build -o bin/quorate ./cmd/quorate
 go build -o bin/loadgen ./scripts/loadgen
 dir=$(mktemp -d)
-./bin/quorate serve --data-dir "$dir/data" --http-addr "$HTTP" --raft-addr "$RAFT" --log-level warn \
+./bin/quorate serve --data-dir "$dir/data" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr "${GOSSIP:-127.0.0.1:17072}" --log-level warn \
   ${QUORATE_ARGS:-} 2>"$dir/node.log" &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
