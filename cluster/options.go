@@ -101,7 +101,7 @@ var DefaultRaftTimings = RaftTimings{
 	HeartbeatTimeout:   500 * time.Millisecond,
 	ElectionTimeout:    500 * time.Millisecond,
 	LeaderLeaseTimeout: 250 * time.Millisecond,
-	CommitTimeout:      50 * time.Millisecond,
+	CommitTimeout:      250 * time.Millisecond,
 	SnapshotInterval:   30 * time.Second,
 	SnapshotThreshold:  8192,
 }

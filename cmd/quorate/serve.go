@@ -40,6 +40,7 @@ type serveFlags struct {
 	maxInflight int
 	reclaim     time.Duration
 	debugAddr   string
+	raftTimeout time.Duration
 }
 
 func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
@@ -61,6 +62,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.IntVar(&f.maxBatch, "max-batch", cluster.DefaultMaxBatch, "most decisions in one raft entry")
 	fs.IntVar(&f.maxInflight, "max-inflight", cluster.DefaultMaxInflight, "allow entries in flight per group leader")
+	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
+		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
 	return fs, f
@@ -120,6 +123,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	if f.raftTimeout < 20*time.Millisecond {
+		return usageError{fmt.Errorf("--raft-timeout must be at least 20ms, got %v", f.raftTimeout)}
+	}
+	timings := cluster.DefaultRaftTimings
+	timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout = f.raftTimeout, f.raftTimeout, f.raftTimeout/2
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := cluster.New(cluster.Options{
@@ -138,6 +147,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxBatch:        f.maxBatch,
 		MaxInflight:     f.maxInflight,
 		ReclaimInterval: f.reclaim,
+		Raft:            timings,
 	})
 	if err != nil {
 		return err
