@@ -23,7 +23,10 @@ run: build ## Run a single-node quorate on 127.0.0.1:7070 with data in ./quorate
 .PHONY: test
 test: ## Run vet and every test with the race detector, including the model test and the fuzz seed corpus.
 	$(GO) vet ./...
+	$(GO) vet -tags faultinject,unsafe_decide ./...
 	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -race -count=1 -tags faultinject -run Fault ./cmd/quorate
+	$(GO) test -race -count=1 -tags unsafe_decide -run Unsafe ./cluster
 
 .PHONY: fuzz
 fuzz: ## Fuzz the command decoder for FUZZTIME (default 60s).

@@ -22,6 +22,9 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if unsafeLocalDecisions {
+		return n.allowUnsafe(reqs), nil
+	}
 	byGroup := map[int][]int{}
 	for i, r := range reqs {
 		g := GroupOf(r.Client, len(n.groups))
@@ -64,6 +67,19 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// allowUnsafe decides on this node's replicas without raft: only in
+// binaries built with the unsafe_decide tag (the fault suite's negative
+// control).
+func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
+	out := make([]fsm.Decision, len(reqs))
+	for i, r := range reqs {
+		g := n.groupFor(r.Client)
+		res := g.fsm.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: n.opts.Clock.Now().UnixNano(), Requests: []fsm.AllowRequest{r}}))
+		out[i] = res.(*fsm.AllowResult).Decisions[0]
+	}
+	return out
 }
 
 func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {

@@ -129,6 +129,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	timings := cluster.DefaultRaftTimings
 	timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout = f.raftTimeout, f.raftTimeout, f.raftTimeout/2
 
+	clock, faultRoutes := nodeClock()
+	if faultInjection {
+		if f.debugAddr == "" {
+			return usageError{fmt.Errorf("this binary is built with fault injection (tag faultinject) and needs --debug-addr; do not run it in production")}
+		}
+		logger.Warn("FAULT INJECTION BUILD: the clock can be skewed through --debug-addr; for the fault suite only")
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := cluster.New(cluster.Options{
@@ -148,6 +156,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxInflight:     f.maxInflight,
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
+		Clock:           clock,
 	})
 	if err != nil {
 		return err
@@ -169,7 +178,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if f.debugAddr != "" {
-		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
+		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(faultRoutes), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := dbg.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("debug listener", "err", err)
@@ -210,8 +219,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // debugMux serves the pprof profiles, on their own listener so that they
 // are never exposed with the API.
-func debugMux() *http.ServeMux {
+func debugMux(extra func(*http.ServeMux)) *http.ServeMux {
 	mux := http.NewServeMux()
+	if extra != nil {
+		extra(mux)
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

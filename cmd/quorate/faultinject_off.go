@@ -1,0 +1,17 @@
+//go:build !faultinject
+
+package main
+
+import (
+	"net/http"
+
+	"github.com/quorate/quorate/cluster"
+)
+
+// faultInjection is false in real builds: the node reads the system clock
+// and offers no way to skew it. See faultinject_on.go.
+const faultInjection = false
+
+func nodeClock() (cluster.Clock, func(*http.ServeMux)) {
+	return cluster.SystemClock{}, nil
+}

@@ -1,0 +1,43 @@
+//go:build faultinject
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFaultBuildNeedsDebugAddr(t *testing.T) {
+	err := run(context.Background(), []string{"serve", "--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "fault injection")
+}
+
+func TestFaultBuildSkewsTheClock(t *testing.T) {
+	debug := freeAddr(t)
+	c, _, _ := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--debug-addr", debug)
+	ctx := context.Background()
+
+	before, err := c.Allow(ctx, "skewed", 0, "")
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPut, "http://"+debug+"/debug/clock", strings.NewReader(`{"offset_ns": 3600000000000}`))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	after, err := c.Allow(ctx, "skewed", 0, "")
+	require.NoError(t, err)
+	skew := time.Duration(after.StampUnixNano - before.StampUnixNano)
+	assert.GreaterOrEqual(t, skew, time.Hour, "decisions are stamped with the skewed clock")
+	assert.Less(t, skew, time.Hour+time.Minute)
+}
