@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 
@@ -16,18 +17,26 @@ func newHCLogger(logger *slog.Logger, name string, level slog.Level) hclog.Logge
 		Level:  hclogLevel(level),
 		Output: io.Discard,
 	})
-	il.RegisterSink(&slogSink{logger: logger})
+	il.RegisterSink(&slogSink{logger: logger, min: level})
 	return il
 }
 
 type slogSink struct {
 	logger *slog.Logger
+	min    slog.Level
 }
 
 func (s *slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	lvl := slogLevel(level)
-	if !s.logger.Enabled(context.Background(), lvl) {
+	if lvl < s.min || !s.logger.Enabled(context.Background(), lvl) {
 		return
+	}
+	for i, a := range args {
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				args[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
 	}
 	s.logger.Log(context.Background(), lvl, msg, append([]any{"component", name}, args...)...)
 }
