@@ -59,6 +59,6 @@ func TestDialIntoNamespace(t *testing.T) {
 	}
 	assert.Error(t, err, "the namespace's loopback must not be reachable from this namespace")
 
-	_, err = Dialer(Path(name + "-missing"))(ctx, "tcp", ln.Addr().String())
+	_, err = Dialer(Path(name+"-missing"))(ctx, "tcp", ln.Addr().String())
 	assert.Error(t, err)
 }
