@@ -82,6 +82,11 @@ func newMembership(c membershipConfig) (*membership, error) {
 	mc.ProbeTimeout = 100 * time.Millisecond
 	mc.SuspicionMult = 2
 	mc.GossipInterval = 100 * time.Millisecond
+	// After a partition heals, reach the nodes we think are dead soon, not
+	// after memberlist's LAN default of 30 s: until then a node that holds
+	// no replica of a group cannot learn its leader from gossip.
+	mc.GossipToTheDeadTime = 2 * time.Second
+	mc.PushPullInterval = 5 * time.Second
 	mc.Delegate = m
 	mc.Events = m
 	mc.Logger = slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug)
