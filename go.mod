@@ -7,6 +7,7 @@ go 1.26.0
 replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.6.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/hashicorp/raft v1.8.0

@@ -1,0 +1,118 @@
+package checker
+
+import (
+	"slices"
+
+	"github.com/quorate/quorate/jepsen/history"
+)
+
+// Availability measures, over allow and read ops, the fraction that got an
+// ok answer among those invoked during a fault (inside some nemesis
+// interval) and among the others, and how long each key took to recover
+// after the last fault was healed: the time from the last nemesis stop to
+// the first ok answer completed after it. A key that had ops after the heal
+// but no ok answer after it has not recovered.
+//
+// It fails if a key did not recover, or took longer than
+// Params.MaxRecovery. Availability during faults is reported, not judged:
+// refusing (503) without a quorum is the contract.
+func Availability(h history.History, p Params) Result {
+	r := newReport("availability", p)
+	c := newClock(h)
+	limit := int64(p.MaxRecovery)
+	if limit == 0 {
+		limit = int64(DefaultMaxRecovery)
+	}
+	ivs := h.NemesisIntervals()
+	var lastHeal int64
+	healed, open := false, 0
+	for _, iv := range ivs {
+		if iv.Open {
+			open++
+			continue
+		}
+		if !healed || iv.Stop > lastHeal {
+			lastHeal, healed = iv.Stop, true
+		}
+	}
+	var during, duringOK, outside, outsideOK int
+	type rec struct {
+		tried     bool
+		recovered bool
+		at        int64 // first ok completion after the heal
+	}
+	recs := map[string]*rec{}
+	for _, op := range h.Ops {
+		if op.Kind != history.KindAllow && op.Kind != history.KindRead {
+			continue
+		}
+		ok := op.Outcome == history.OutcomeOK
+		inFault := slices.ContainsFunc(ivs, func(iv history.Interval) bool { return iv.Contains(op.Invoke) })
+		if inFault {
+			during++
+			if ok {
+				duringOK++
+			}
+		} else {
+			outside++
+			if ok {
+				outsideOK++
+			}
+		}
+		if !healed {
+			continue
+		}
+		k := recs[op.Key]
+		if k == nil {
+			k = &rec{}
+			recs[op.Key] = k
+		}
+		if op.Invoke >= lastHeal || op.Complete >= lastHeal {
+			k.tried = true
+		}
+		if ok && op.Complete >= lastHeal && (!k.recovered || op.Complete < k.at) {
+			k.recovered, k.at = true, op.Complete
+		}
+	}
+	var times []int64
+	notRecovered := 0
+	for _, key := range sortedKeys(recs) {
+		k := recs[key]
+		switch {
+		case k.recovered:
+			d := k.at - lastHeal
+			times = append(times, d)
+			if limit > 0 && d > limit {
+				r.fail("key %q: first ok answer %s after the last heal at %s, longer than %s", key, dur(d), c.at(lastHeal), dur(limit))
+			}
+		case k.tried:
+			notRecovered++
+			r.fail("key %q: no ok answer after the last heal at %s", key, c.at(lastHeal))
+		}
+	}
+	slices.Sort(times)
+	frac := func(ok, n int) float64 {
+		if n == 0 {
+			return 1
+		}
+		return float64(ok) / float64(n)
+	}
+	r.set("faults", len(ivs))
+	r.set("faults_never_healed", open)
+	r.set("ops_during_faults", during)
+	r.set("ok_during_faults", duringOK)
+	r.set("availability_during_faults", frac(duringOK, during))
+	r.set("ops_outside_faults", outside)
+	r.set("ok_outside_faults", outsideOK)
+	r.set("availability_outside_faults", frac(outsideOK, outside))
+	r.set("keys_not_recovered", notRecovered)
+	if len(times) > 0 {
+		r.set("recovery_max_ms", ms(times[len(times)-1]))
+		r.set("recovery_median_ms", ms(times[len(times)/2]))
+		r.set("recovery_first_ms", ms(times[0]))
+	}
+	if limit > 0 {
+		r.set("max_recovery_ms", ms(limit))
+	}
+	return r.result()
+}

@@ -1,0 +1,274 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/jepsen/history"
+)
+
+func TestDuplicates(t *testing.T) {
+	orig := with(allowed(0, msec, msec/2, 4), reqID("r1"))
+	runCases(t, Duplicates, []checkCase{
+		{name: "duplicate repeats the original", valid: true, h: hist(
+			orig, with(orig, duplicate(), node("n2")),
+		)},
+		{name: "duplicate resolves an info attempt", valid: true, h: hist(
+			with(unknown(0, 100*msec), reqID("r1")),
+			with(allowed(200*msec, 201*msec, 50*msec, 4), reqID("r1"), duplicate()),
+		)},
+		{name: "duplicate disagrees with the original", failure: "differs from the original", h: hist(
+			orig, with(orig, duplicate(), remaining(3)),
+		)},
+		{name: "duplicate with another stamp", failure: "differs", h: hist(
+			orig, with(orig, duplicate(), stampAt(2*msec)),
+		)},
+		{name: "two duplicates of an info attempt disagree", failure: "differs", h: hist(
+			with(unknown(0, 100*msec), reqID("r1")),
+			with(allowed(200*msec, 201*msec, 50*msec, 4), reqID("r1"), duplicate()),
+			with(allowed(300*msec, 301*msec, 50*msec, 3), reqID("r1"), duplicate()),
+		)},
+		{name: "request applied twice", failure: "decided twice", h: hist(
+			orig, with(allowed(10*msec, 11*msec, 10*msec, 3), reqID("r1")),
+		)},
+		{name: "duplicate of a request that was never applied", failure: "no attempt", h: hist(
+			with(orig, outcome(history.OutcomeFail)),
+			with(orig, duplicate()),
+		)},
+		{name: "same request id on another key is another request", valid: true, h: hist(
+			orig, with(allowed(10*msec, 11*msec, 10*msec, 4), reqID("r1"), key("b")),
+		)},
+	})
+}
+
+func TestStamps(t *testing.T) {
+	offsets := func(h history.History, off time.Duration) history.History {
+		h.ClockOffsets = map[string]int64{"n1": 0, "n2": int64(off)}
+		return h
+	}
+	derived := params()
+	derived.ClockSlack = 0 // from the history's clock offsets
+	slack5 := params()
+	slack5.ClockSlack = 5 * msec
+	runCases(t, Stamps, []checkCase{
+		{name: "stamps inside the intervals", valid: true, h: hist(burst(0, 5, "n1")...)},
+		{name: "stamp before the invoke", failure: "before the op was invoked", h: hist(
+			allowed(10*msec, 11*msec, 9*msec, 4),
+		)},
+		{name: "stamp after the completion", failure: "after the op completed", h: hist(
+			allowed(10*msec, 11*msec, 12*msec, 4),
+		)},
+		{name: "stamp outside, but within the injected offset", p: &derived, valid: true, h: offsets(hist(
+			allowed(10*msec, 11*msec, 12*msec, 4),
+		), 250*msec)},
+		{name: "stamp outside the injected offset", p: &derived, failure: "beyond the clock slack 250ms", h: offsets(hist(
+			allowed(10*msec, 11*msec, 300*msec, 4),
+		), 250*msec)},
+		{name: "stamp going back", failure: "stamp went back by 5ms", h: hist(
+			allowed(0, 10*msec, 8*msec, 4),
+			allowed(11*msec, 20*msec, 11*msec, 3),
+			allowed(21*msec, 30*msec, 21*msec-5*msec+msec, 2),
+			allowed(31*msec, 40*msec, 35*msec, 1),
+			allowed(41*msec, 50*msec, 30*msec, 0),
+		)},
+		{name: "concurrent ops may have stamps in either order", valid: true, h: hist(
+			allowed(0, 10*msec, 8*msec, 3),
+			allowed(5*msec, 12*msec, 6*msec, 4),
+		)},
+		{name: "a decision after a read may have a lower stamp", p: &slack5, valid: true, h: hist(
+			read(0, 10*msec, 14*msec, 5), // a leader ahead by 4ms answered the read
+			allowed(11*msec, 20*msec, 12*msec, 4),
+		)},
+		{name: "a read after a decision may not", failure: "went back", h: hist(
+			allowed(0, 10*msec, 9*msec, 4),
+			read(11*msec, 20*msec, 8*msec, 4),
+		)},
+		{name: "duplicate carries the original stamp", valid: true, h: hist(
+			with(allowed(0, msec, msec/2, 4), reqID("r1")),
+			with(allowed(10*msec, 11*msec, msec/2, 4), reqID("r1"), duplicate()),
+		)},
+	})
+}
+
+func TestOverAdmission(t *testing.T) {
+	m := func(n float64) time.Duration { return time.Duration(n * float64(msec)) }
+	skewed := params()
+	skewed.Skew = 0 // twice the largest offset
+	// steady admits one token every period for n periods after a full burst.
+	steady := func(period time.Duration, n int) []history.Op {
+		ops := burst(0, 5, "n1")
+		for i := 1; i <= n; i++ {
+			t := 4*msec + time.Duration(i)*period
+			ops = append(ops, allowed(t, t+m(0.5), t+m(0.25), 0))
+		}
+		return ops
+	}
+	withInfo := func(h history.History, ops ...history.Op) history.History {
+		h.Ops = append(h.Ops, ops...)
+		return h
+	}
+	runCases(t, OverAdmission, []checkCase{
+		{name: "a full bucket, then the refill rate", valid: true, h: hist(steady(time.Second, 5)...)},
+		{name: "exactly at the bound", valid: true, h: hist(
+			// 6 tokens admitted within [0, 1s]: C + r·1s = 6.
+			allowed(0, m(0.5), 0, 4), allowed(m(1), m(1.5), m(1), 3), allowed(m(2), m(2.5), m(2), 2),
+			allowed(m(3), m(3.5), m(3), 1), allowed(m(4), m(4.5), m(4), 0),
+			allowed(m(999.5), m(1000), m(999.5), 0),
+		)},
+		{name: "just over the bound", failure: "7 tokens admitted", h: hist(
+			allowed(0, m(0.5), 0, 4), allowed(m(1), m(1.5), m(1), 3), allowed(m(2), m(2.5), m(2), 2),
+			allowed(m(3), m(3.5), m(3), 1), allowed(m(4), m(4.5), m(4), 0),
+			allowed(m(998), m(998.5), m(998), 0), allowed(m(999), m(1000), m(999), 0),
+		)},
+		{name: "over-admission after a failover", failure: "excess 4.9", h: hist(
+			append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...)},
+		{name: "failover excess is found even with a clock skew", p: &skewed, failure: "ε 500ms", h: func() history.History {
+			h := hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...)
+			h.ClockOffsets = map[string]int64{"n2": int64(250 * msec)}
+			return h
+		}()},
+		{name: "skew allows r·ε more", p: &skewed, valid: true, h: func() history.History {
+			h := hist(append(burst(0, 5, "n1"), allowed(m(600), m(600.5), m(600), 0))...)
+			h.ClockOffsets = map[string]int64{"n2": int64(250 * msec)}
+			return h
+		}()},
+		{name: "same without the skew", failure: "6 tokens admitted", h: hist(
+			append(burst(0, 5, "n1"), allowed(m(600), m(600.5), m(600), 0))...)},
+		{name: "slow over-admission over the whole run", failure: "tokens admitted", h: hist(steady(500*msec, 20)...)},
+		{name: "info ops are not counted", valid: true, h: withInfo(hist(burst(0, 5, "n1")...),
+			unknown(m(10), m(11)), unknown(m(12), m(13)))},
+		{name: "raised capacity may be used at once", valid: true, h: withChanges(hist(
+			append(burst(0, 5, "n1"), allowed(m(30), m(30.5), m(30), 4), allowed(m(31), m(31.5), m(31), 3))...),
+			policyChange(bucket.DefaultTierName, m(10), m(20), 7, "1"))},
+		{name: "only the raised capacity", failure: "C 7", h: withChanges(hist(
+			append(burst(0, 5, "n1"), burst(m(30), 5, "n2")...)...),
+			policyChange(bucket.DefaultTierName, m(10), m(20), 7, "1"))},
+	})
+
+	res := OverAdmission(hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...), params())
+	// The whole span [0, 24.5ms]: bound 5 + 0.0245.
+	assert.InDelta(t, 4.9755, res.Summary["worst_excess_tokens"], 1e-9)
+	assert.InDelta(t, 10/5.0245, res.Summary["worst_ratio"], 1e-9)
+	assert.Equal(t, 1, res.Summary["violating_keys"])
+
+	info := OverAdmission(withInfo(hist(burst(0, 5, "n1")...), unknown(m(10), m(11)), unknown(m(12), m(13))), params())
+	assert.Equal(t, int64(5), info.Summary["admitted_tokens"])
+	assert.Equal(t, int64(2), info.Summary["info_tokens"])
+	assert.Equal(t, 1, info.Summary["keys_over_with_info"], "counted as admitted, the info ops would exceed the bound")
+	assert.Greater(t, info.Summary["worst_excess_with_info_tokens"], 1.9)
+}
+
+func TestPolicyChanges(t *testing.T) {
+	raise := policyChange(bucket.DefaultTierName, 100*msec, 200*msec, 10, "1")
+	unacked := raise
+	unacked.Acked = false
+	again := policyChange(bucket.DefaultTierName, 300*msec, 400*msec, 20, "1")
+	proKey := params()
+	proKey.Tiers = map[string]bucket.Policy{"pro": free}
+	proKey.KeyTiers = map[string]string{"a": "pro"}
+	runCases(t, PolicyChanges, []checkCase{
+		{name: "new limit after the ack, either while it is applied", valid: true, h: withChanges(hist(
+			allowed(0, msec, 0, 4),
+			allowed(150*msec, 160*msec, 155*msec, 3),
+			with(allowed(170*msec, 180*msec, 175*msec, 2), limit(10)),
+			with(allowed(250*msec, 260*msec, 255*msec, 2), limit(10), node("n2")),
+		), raise)},
+		{name: "lost policy change: old limit after the ack", failure: `was changed to capacity 10`, h: withChanges(hist(
+			allowed(0, msec, 0, 4),
+			with(allowed(250*msec, 260*msec, 255*msec, 2), limit(10)),
+			with(allowed(270*msec, 280*msec, 275*msec, 1), node("n3")),
+		), raise)},
+		{name: "new limit before the change was sent", failure: "no policy with capacity 10", h: withChanges(hist(
+			with(allowed(0, msec, 0, 4), limit(10)),
+		), raise)},
+		{name: "unacked change: either limit", valid: true, h: withChanges(hist(
+			allowed(250*msec, 260*msec, 255*msec, 4),
+			with(allowed(270*msec, 280*msec, 275*msec, 3), limit(10)),
+		), unacked)},
+		{name: "a later change supersedes an earlier one", valid: true, h: withChanges(hist(
+			with(allowed(250*msec, 260*msec, 255*msec, 4), limit(10)),
+			with(allowed(450*msec, 460*msec, 455*msec, 3), limit(20)),
+		), raise, again)},
+		{name: "back to the superseded policy", failure: "was changed to capacity 20", h: withChanges(hist(
+			with(allowed(450*msec, 460*msec, 455*msec, 3), limit(10)),
+		), raise, again)},
+		{name: "changes to another tier do not apply", valid: true, h: withChanges(hist(
+			allowed(250*msec, 260*msec, 255*msec, 4),
+		), policyChange("pro", 100*msec, 200*msec, 10, "1"))},
+		{name: "decided under another tier than the key's", p: &proKey, failure: `decided under tier "default", but the key is assigned to tier "pro"`,
+			h: hist(allowed(0, msec, 0, 4))},
+	})
+	res := PolicyChanges(withChanges(hist(
+		allowed(250*msec, 260*msec, 255*msec, 2),
+		with(allowed(270*msec, 280*msec, 275*msec, 1), node("n3")),
+	), raise), params())
+	assert.Equal(t, 1, res.Summary["stale_on_n1"])
+	assert.Equal(t, 1, res.Summary["stale_on_n3"])
+}
+
+func TestAvailability(t *testing.T) {
+	nemesis := func(h history.History, start, stop time.Duration) history.History {
+		h.Events = append(h.Events,
+			history.Event{Time: at(start), Kind: history.KindNemesis, Name: "kill n1", Phase: history.PhaseStart},
+			history.Event{Time: at(stop), Kind: history.KindNemesis, Name: "kill n1", Phase: history.PhaseStop})
+		return h
+	}
+	failed := func(inv, done time.Duration) history.Op { return with(unknown(inv, done), key("a")) }
+	strict := params()
+	strict.MaxRecovery = 100 * msec
+	runCases(t, Availability, []checkCase{
+		{name: "no faults", valid: true, h: hist(burst(0, 5, "n1")...)},
+		{name: "recovers at once", p: &strict, valid: true, h: nemesis(hist(
+			allowed(0, msec, 0, 4), failed(10*msec, 500*msec), allowed(1010*msec, 1020*msec, 1015*msec, 3),
+		), 5*msec, 1000*msec)},
+		{name: "recovers too slowly", p: &strict, failure: "longer than 100ms", h: nemesis(hist(
+			allowed(0, msec, 0, 4), failed(1001*msec, 1100*msec), allowed(1200*msec, 1300*msec, 1250*msec, 3),
+		), 5*msec, 1000*msec)},
+		{name: "never recovers", failure: "no ok answer after the last heal", h: nemesis(hist(
+			allowed(0, msec, 0, 4), failed(1001*msec, 1100*msec), failed(1200*msec, 1300*msec),
+		), 5*msec, 1000*msec)},
+	})
+	res := Availability(nemesis(hist(
+		allowed(0, msec, 0, 4), failed(10*msec, 20*msec), allowed(30*msec, 40*msec, 35*msec, 3),
+		allowed(1010*msec, 1020*msec, 1015*msec, 2),
+	), 5*msec, 1000*msec), params())
+	require.True(t, res.Valid, res.Failures)
+	assert.Equal(t, 2, res.Summary["ops_during_faults"])
+	assert.Equal(t, 0.5, res.Summary["availability_during_faults"])
+	assert.Equal(t, 1.0, res.Summary["availability_outside_faults"])
+	assert.Equal(t, 20.0, res.Summary["recovery_max_ms"])
+	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
+}
+
+func TestWellFormed(t *testing.T) {
+	runCases(t, WellFormed, []checkCase{
+		{name: "well formed", valid: true, h: hist(burst(0, 5, "n1")...)},
+		{name: "empty history", failure: "nothing to check", h: history.History{}},
+		{name: "only failures", failure: "nothing to check", h: hist(with(allowed(0, msec, 0, 4), outcome(history.OutcomeFail)))},
+		{name: "malformed op", failure: "before it is invoked", h: hist(allowed(msec, 0, 0, 4))},
+		{name: "ok without a stamp", failure: "without a stamp", h: hist(with(allowed(0, msec, 0, 4), func(op *history.Op) { op.Stamp = 0 }))},
+		{name: "acked policy change that does not parse", failure: "acked policy change", h: withChanges(hist(burst(0, 1, "n1")...),
+			policyChange("pro", 0, msec, 5, "1/3"))},
+		{name: "bad params", p: &Params{}, failure: "default policy", h: hist(burst(0, 1, "n1")...)},
+	})
+}
+
+func TestCheckAll(t *testing.T) {
+	good := CheckAll(hist(burst(0, 5, "n1")...), params())
+	require.Len(t, good, 7)
+	assert.True(t, Valid(good))
+	var names []string
+	for _, r := range good {
+		names = append(names, r.Name)
+	}
+	assert.Equal(t, []string{"history", "linearizable", "duplicates", "stamps", "over-admission", "policy", "availability"}, names)
+
+	bad := CheckAll(hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...), params())
+	assert.False(t, Valid(bad))
+	assert.False(t, bad[1].Valid, "linearizable")
+	assert.False(t, bad[4].Valid, "over-admission")
+}

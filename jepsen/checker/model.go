@@ -1,0 +1,601 @@
+package checker
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+// The porcupine model of one key's token bucket.
+//
+// A state is a set of possible bucket states. Each one keeps the balances
+// the bucket may hold after the last decision as an interval: a refill is
+// min(capacity, b + δ), monotone and continuous in b, and every observation
+// (allowed or not, the remaining whole tokens) intersects the interval with
+// another one, so the possible balances always form an interval. Without
+// info ops and policy changes the interval is exactly what the API's
+// rounding leaves unknown (below one token), computed with the exact
+// arithmetic of bucket.Decide.
+//
+// A step is legal iff some possible state can produce the observed answer:
+// a decision refills from the previous decision's stamp to its own (stamps
+// may not go back: the group time is monotonic in log order), admits iff
+// the balance covers the cost, and must report the observed allowed,
+// remaining and limit. A read must report a balance the bucket may hold at
+// its stamp, and changes nothing.
+//
+// Info ops (outcome unknown) are carried as pending: each may be applied,
+// as an admission, in any later gap between two decisions (no earlier than
+// its invoke minus the clock slack), or never; a denial changes nothing
+// (but see policy changes below). At every decision any subset of the
+// pending ops may be settled in the gap before it; the balance then lies
+// between taking them all at the end of the gap, min(C, lo+δ) - P, and at
+// its start, min(C, hi+δ-P) (nothing is lost to the cap), and they can be
+// taken at all iff hi+δ >= P.
+// Every settled total the subset sums allow is tried; the hull of the
+// balances that match the answer is kept, and the ops left pending are, per
+// cost, the most any matching choice leaves. Because a pending op may
+// settle in any later gap, placing it at its invoke loses nothing, so info
+// ops are given the interval [invoke, invoke] (see keyOperations), and the
+// search never has to try other places for them.
+//
+// Policy changes are operations too, spanning [invoke, ack] (unacked:
+// [invoke, +∞), and possibly never applied). A decision uses the policy of
+// the latest applied change, refilling the time since the previous decision
+// at its rate and clamping to its capacity, exactly as bucket.Decide does.
+// Because the leader forgets full buckets, a bucket that may have been full
+// since a policy change may also restart full at the new capacity: a second
+// possibility. A pending op that may have been applied in a gap with a
+// policy change leaves the balance only bounded by [0, capacity]: applied
+// before the change, even a denial refilled the time up to it at the old
+// rate.
+//
+// States that differ only in their balances and pending ops are merged into
+// one (the hull of the balances, the most of each pending op), which keeps
+// porcupine's state small.
+//
+// Precision: exact (to the unit of 1e-18 token) without info ops and policy
+// changes. With info ops, what is kept over-approximates what is possible
+// mostly downwards: the top of a hull is the top of some real possibility,
+// so a balance lower than possible (an under-admission, harmless for a rate
+// limiter) may be accepted, a higher one not. Pending ops settled across a
+// policy change, and a bucket that may have been forgotten, are only bounded
+// by [0, capacity] and [capacity - pending, capacity].
+
+const noStamp = math.MinInt64
+
+type stepKind uint8
+
+const (
+	stepAllow stepKind = iota
+	stepRead
+	stepPolicy
+)
+
+// step is the input of one porcupine operation.
+type step struct {
+	kind stepKind
+	// info: an allow whose outcome is unknown; maybe: a policy change that
+	// was not acked and may never apply.
+	info, maybe bool
+	cost        int64
+	// stamp is the decision's group time; for an info op, earliest is the
+	// earliest group time it can have been applied at (invoke - slack); for
+	// a policy change, latest is the latest group time it can have been
+	// applied at (ack + slack, or +∞).
+	stamp, earliest, latest int64
+	allowed                 bool
+	remaining               int64
+	limit                   int64
+	pol                     bucket.Policy
+	// idx is the op's index in History.Ops (or History.Policies).
+	idx int
+}
+
+// bstate is one possible state of a key's bucket.
+type bstate struct {
+	// lo and hi bound the balance after the last decision.
+	lo, hi amount
+	// last is the last decision's stamp; noStamp before the first one (the
+	// key has no bucket: a new key is full).
+	last int64
+	// pend is the multiset of pending info ops (encodePending).
+	pend string
+	// pol is the policy of the latest applied change.
+	pol bucket.Policy
+	// changed: a policy change was applied since last; gapRate is the
+	// largest rate in force since last; reclaim: the bucket may have been
+	// full under a policy in force since last and been forgotten.
+	changed, reclaim bool
+	gapRate          int64
+}
+
+// pending is n info ops that may still be applied: cost tokens each, at a
+// group time no earlier than earliest.
+type pending struct {
+	earliest, cost int64
+	n              int
+}
+
+// encodePending renders a multiset of pending ops canonically (runs of
+// equal ops, sorted), so that states compare with ==.
+func encodePending(ps []pending) string {
+	slices.SortFunc(ps, func(a, b pending) int {
+		return cmp.Or(cmp.Compare(a.earliest, b.earliest), cmp.Compare(a.cost, b.cost))
+	})
+	b := make([]byte, 0, 24*len(ps))
+	for i := 0; i < len(ps); {
+		run := ps[i]
+		for i++; i < len(ps) && ps[i].earliest == run.earliest && ps[i].cost == run.cost; i++ {
+			run.n += ps[i].n
+		}
+		if run.n == 0 {
+			continue
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(run.earliest))
+		b = binary.BigEndian.AppendUint64(b, uint64(run.cost))
+		b = binary.BigEndian.AppendUint64(b, uint64(run.n))
+	}
+	return string(b)
+}
+
+func decodePending(s string) []pending {
+	ps := make([]pending, len(s)/24)
+	for i := range ps {
+		r := []byte(s[24*i : 24*i+24])
+		ps[i] = pending{earliest: int64(binary.BigEndian.Uint64(r)), cost: int64(binary.BigEndian.Uint64(r[8:])), n: int(binary.BigEndian.Uint64(r[16:]))}
+	}
+	return ps
+}
+
+// span is an interval of possible balances.
+type span struct{ lo, hi amount }
+
+func initialState(pol bucket.Policy) bstate {
+	return bstate{last: noStamp, pol: pol, gapRate: pol.Rate}
+}
+
+// spans returns the possible balances at group time t, before the decision
+// at t takes anything, if settle tokens of pending ops (the earliest of
+// which may have been applied from `from` on) were taken since the last
+// decision: refilled under the current policy and clamped to its capacity.
+// eligible says whether any pending op may have been applied by t. It
+// returns nothing if t is before the last decision.
+func (s bstate) spans(t, settle, from int64, eligible bool) []span {
+	if s.last != noStamp && t < s.last {
+		return nil
+	}
+	capacity := tokens(s.pol.Capacity)
+	taken := tokens(settle)
+	var out []span
+	switch {
+	case eligible && s.changed:
+		// A pending op applied before the change was decided under an
+		// older policy: allowed, it took tokens; even denied, it refilled
+		// the time up to it at the old rate. Keep only what is certain.
+		if s.last == noStamp || s.hi.add(refillOf(t-s.last, s.gapRate)).cmp(taken) >= 0 {
+			out = append(out, span{lo: amount{}, hi: capacity})
+		}
+	case s.last == noStamp && settle == 0:
+		out = append(out, span{lo: capacity, hi: capacity})
+	default:
+		lo, hi, start := s.lo, s.hi, s.last
+		if s.last == noStamp {
+			// A new key: full when the first settled op was applied.
+			lo, hi, start = capacity, capacity, from
+		}
+		d := refillOf(t-start, s.pol.Rate)
+		if settle == 0 {
+			out = append(out, span{lo: minAmount(capacity, lo.add(d)), hi: minAmount(capacity, hi.add(d))})
+			break
+		}
+		if hi.add(d).cmp(taken) < 0 {
+			break
+		}
+		out = append(out, span{
+			lo: maxAmount(amount{}, minAmount(capacity, lo.add(d)).sub(taken)),
+			hi: minAmount(capacity, hi.add(d).sub(taken)),
+		})
+	}
+	if s.changed && s.last != noStamp && (s.reclaim || s.mayFill(s.pol, t)) {
+		// It may have been full since the change and been forgotten: it
+		// starts again full at the current capacity.
+		out = append(out, span{lo: maxAmount(amount{}, capacity.sub(taken)), hi: capacity})
+	}
+	return out
+}
+
+// mayFill reports whether the bucket may be full under pol by group time
+// t, refilling from the last decision.
+func (s bstate) mayFill(pol bucket.Policy, t int64) bool {
+	if t == math.MaxInt64 {
+		return pol.Rate > 0 || s.hi.cmp(tokens(pol.Capacity)) >= 0
+	}
+	return s.hi.add(refillOf(t-s.last, pol.Rate)).cmp(tokens(pol.Capacity)) >= 0
+}
+
+// maxPendingSum bounds the pending tokens whose subset sums are tracked
+// exactly; beyond it a decision only bounds the balance by [0, capacity].
+const maxPendingSum = 1 << 14
+
+// settlement is what may be settled at a decision at t: the pending ops
+// that may be applied by then (earliest <= t), grouped by cost, and those
+// that may not yet.
+type settlement struct {
+	costs  []int64 // distinct costs of the eligible ops, ascending
+	counts []int   // how many eligible ops of each cost
+	later  []pending
+	from   int64 // the earliest time any eligible op may have been applied
+	total  int64 // sum of the eligible costs
+}
+
+func (s bstate) settlement(t int64) settlement {
+	st := settlement{from: t}
+	if s.pend == "" {
+		return st
+	}
+	counts := map[int64]int{}
+	for _, p := range decodePending(s.pend) {
+		if p.earliest > t {
+			st.later = append(st.later, p)
+			continue
+		}
+		counts[p.cost] += p.n
+		st.total += int64(p.n) * p.cost
+		st.from = min(st.from, p.earliest)
+	}
+	for c := range counts {
+		st.costs = append(st.costs, c)
+	}
+	slices.Sort(st.costs)
+	for _, c := range st.costs {
+		st.counts = append(st.counts, counts[c])
+	}
+	return st
+}
+
+// sums returns which totals 0..st.total some sub-multiset of the eligible
+// ops (leaving out cost group skip, if >= 0) adds up to, as a bitset.
+func (st settlement) sums(skip int) bitset {
+	ok := newBitset(st.total + 1)
+	ok.set(0)
+	for g, c := range st.costs {
+		if g == skip {
+			continue
+		}
+		// n copies of c, as copies of c, 2c, 4c, ... (binary splitting).
+		n := st.counts[g]
+		for k := 1; n > 0; k *= 2 {
+			m := min(k, n)
+			ok.orShifted(int64(m) * c)
+			n -= m
+		}
+	}
+	return ok
+}
+
+// bitset is a fixed-size set of small non-negative integers.
+type bitset []uint64
+
+func newBitset(n int64) bitset { return make(bitset, (n+63)/64) }
+
+func (b bitset) set(i int64)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) has(i int64) bool { return i >= 0 && i/64 < int64(len(b)) && b[i/64]&(1<<(i%64)) != 0 }
+
+// orShifted adds i+d for every i in b (dropping what falls off the end).
+func (b bitset) orShifted(d int64) {
+	words, bitsOff := int(d/64), uint(d%64)
+	for i := len(b) - 1; i >= words; i-- {
+		v := b[i-words] << bitsOff
+		if bitsOff > 0 && i-words-1 >= 0 {
+			v |= b[i-words-1] >> (64 - bitsOff)
+		}
+		b[i] |= v
+	}
+}
+
+// rest returns the pending ops left after a decision at which the totals
+// in feasible may have been settled: for each cost, the most that some
+// feasible choice leaves (so every choice's leftovers are included).
+// Eligible ops get earliest -∞: they stay eligible from then on, and are
+// interchangeable but for their cost.
+func (st settlement) rest(feasible []int64) string {
+	left := slices.Clone(st.later)
+	zero := slices.Contains(feasible, 0)
+	for g, c := range st.costs {
+		keep := st.counts[g]
+		if !zero {
+			others := st.sums(g)
+			keep = 0
+			for _, p := range feasible {
+				for j := 0; j <= st.counts[g] && int64(j)*c <= p; j++ {
+					if others.has(p - int64(j)*c) {
+						keep = max(keep, st.counts[g]-j)
+						break
+					}
+				}
+			}
+		}
+		left = append(left, pending{earliest: math.MinInt64, cost: c, n: keep})
+	}
+	return encodePending(left)
+}
+
+// outcomes calls match with every span the bucket may hold at t, before
+// the decision (or read) at t, for every total of pending ops that may
+// have been settled since the last decision, in increasing order of the
+// total, and returns the totals for which some span matched. match also
+// returns the lowest top of a span that could match: a larger total only
+// lowers the balance, so the search stops once no span reaches it.
+func (s bstate) outcomes(t int64, st settlement, match func(sp span) (need amount, ok bool)) []int64 {
+	if st.total > maxPendingSum {
+		// Too many pending tokens to track: anything from empty to full.
+		if _, ok := match(span{lo: amount{}, hi: tokens(s.pol.Capacity)}); ok {
+			return []int64{0}
+		}
+		return nil
+	}
+	var feasible []int64
+	reachable := st.sums(-1)
+	for p := int64(0); p <= st.total; p++ {
+		if !reachable.has(p) {
+			continue
+		}
+		spans := s.spans(t, p, st.from, st.total > 0)
+		if len(spans) == 0 && p > 0 {
+			break // not even the highest balance covers p
+		}
+		matched, above := false, false
+		for _, sp := range spans {
+			need, ok := match(sp)
+			matched = matched || ok
+			above = above || sp.hi.cmp(need) >= 0
+		}
+		if matched {
+			feasible = append(feasible, p)
+		}
+		// Across a policy change a settled total gives [0, capacity],
+		// which is not monotone in the total: keep looking.
+		if !above && !s.changed {
+			break
+		}
+	}
+	return feasible
+}
+
+// next returns the states after in (one per way it can happen), or none if
+// in cannot happen in s.
+func (s bstate) next(in step) []bstate {
+	switch in.kind {
+	case stepPolicy:
+		applied := s
+		applied.pol = in.pol
+		applied.changed = true
+		applied.gapRate = max(s.gapRate, in.pol.Rate)
+		// The outgoing policy was in force until the change, no later
+		// than in.latest: the bucket may have filled up under it.
+		applied.reclaim = s.reclaim || (s.last != noStamp && s.mayFill(s.pol, in.latest))
+		if in.maybe {
+			return []bstate{s, applied}
+		}
+		return []bstate{applied}
+	case stepRead:
+		if (in.limit != 0 && in.limit != s.pol.Capacity) || (s.last != noStamp && in.stamp < s.last) {
+			return nil
+		}
+		need := tokens(in.remaining)
+		feasible := s.outcomes(in.stamp, s.settlement(in.stamp), func(sp span) (amount, bool) {
+			_, ok := observe(sp, in.remaining)
+			return need, ok
+		})
+		if len(feasible) == 0 {
+			return nil
+		}
+		// A read takes nothing and leaves the group time alone.
+		return []bstate{s}
+	}
+	if in.info {
+		if in.cost == 0 {
+			return []bstate{s}
+		}
+		taken := s
+		taken.pend = encodePending(append(decodePending(s.pend), pending{earliest: in.earliest, cost: in.cost, n: 1}))
+		return []bstate{taken}
+	}
+	if (in.limit != 0 && in.limit != s.pol.Capacity) || (s.last != noStamp && in.stamp < s.last) {
+		return nil
+	}
+	cost := tokens(in.cost)
+	need := tokens(in.remaining)
+	if in.allowed {
+		need = tokens(in.remaining + in.cost)
+	}
+	var hull span
+	found := false
+	st := s.settlement(in.stamp)
+	feasible := s.outcomes(in.stamp, st, func(sp span) (amount, bool) {
+		if in.allowed {
+			if sp.hi.cmp(cost) < 0 {
+				return need, false
+			}
+			sp = span{lo: maxAmount(sp.lo, cost).sub(cost), hi: sp.hi.sub(cost)}
+		} else {
+			if sp.lo.cmp(cost) >= 0 {
+				return need, false
+			}
+			sp.hi = minAmount(sp.hi, cost.sub(oneUnit))
+		}
+		sp, ok := observe(sp, in.remaining)
+		if !ok {
+			return need, false
+		}
+		if !found {
+			hull, found = sp, true
+		} else {
+			hull = span{lo: minAmount(hull.lo, sp.lo), hi: maxAmount(hull.hi, sp.hi)}
+		}
+		return need, true
+	})
+	if len(feasible) == 0 {
+		return nil
+	}
+	return []bstate{{lo: hull.lo, hi: hull.hi, last: in.stamp, pend: st.rest(feasible), pol: s.pol, gapRate: s.pol.Rate}}
+}
+
+// observe intersects sp with the balances whose whole tokens, rounded down,
+// are remaining.
+func observe(sp span, remaining int64) (span, bool) {
+	sp.lo = maxAmount(sp.lo, tokens(remaining))
+	sp.hi = minAmount(sp.hi, tokens(remaining+1).sub(oneUnit))
+	return sp, sp.lo.cmp(sp.hi) <= 0
+}
+
+// mergeable reports whether a and b differ only in their balances and
+// pending ops.
+func mergeable(a, b bstate) bool {
+	return a.last == b.last && a.pol == b.pol && a.changed == b.changed && a.reclaim == b.reclaim && a.gapRate == b.gapRate
+}
+
+// merge returns one state that allows everything a or b does: the hull of
+// their balances and, for every pending op, the most either has.
+func merge(a, b bstate) bstate {
+	a.lo, a.hi = minAmount(a.lo, b.lo), maxAmount(a.hi, b.hi)
+	if a.pend == b.pend {
+		return a
+	}
+	type run struct{ earliest, cost int64 }
+	count := map[run]int{}
+	for _, p := range decodePending(a.pend) {
+		count[run{p.earliest, p.cost}] = p.n
+	}
+	for _, p := range decodePending(b.pend) {
+		r := run{p.earliest, p.cost}
+		count[r] = max(count[r], p.n)
+	}
+	var all []pending
+	for r, n := range count {
+		all = append(all, pending{earliest: r.earliest, cost: r.cost, n: n})
+	}
+	a.pend = encodePending(all)
+	return a
+}
+
+// stateSet is a porcupine state: the possible bstates, sorted. States that
+// differ only in balance and pending ops are merged (merge), which keeps
+// the set small and can only accept more.
+type stateSet []bstate
+
+func newStateSet(all []bstate) stateSet {
+	var out stateSet
+	for _, s := range all {
+		if i := slices.IndexFunc(out, func(o bstate) bool { return mergeable(o, s) }); i >= 0 {
+			out[i] = merge(out[i], s)
+		} else {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, compareStates)
+	return out
+}
+
+func compareStates(a, b bstate) int {
+	return cmp.Or(
+		cmp.Compare(a.last, b.last),
+		a.lo.cmp(b.lo), a.hi.cmp(b.hi),
+		strings.Compare(a.pend, b.pend),
+		cmp.Compare(a.pol.Capacity, b.pol.Capacity), cmp.Compare(a.pol.Rate, b.pol.Rate),
+		cmp.Compare(boolBit(a.changed), boolBit(b.changed)), cmp.Compare(boolBit(a.reclaim), boolBit(b.reclaim)),
+		cmp.Compare(a.gapRate, b.gapRate),
+	)
+}
+
+func (s bstate) String() string {
+	var b string
+	if s.last == noStamp {
+		b = "new"
+	} else if s.lo == s.hi {
+		b = s.lo.String()
+	} else {
+		b = fmt.Sprintf("[%s, %s]", s.lo, s.hi)
+	}
+	if s.pend != "" {
+		var n int64
+		for _, p := range decodePending(s.pend) {
+			n += int64(p.n) * p.cost
+		}
+		b += fmt.Sprintf(" with up to %d tokens of info ops pending", n)
+	}
+	b += fmt.Sprintf(" (cap %d, rate %s/s)", s.pol.Capacity, bucket.FormatRate(s.pol.Rate))
+	return b
+}
+
+func (in step) String() string {
+	switch in.kind {
+	case stepPolicy:
+		s := fmt.Sprintf("policy cap %d rate %s/s", in.pol.Capacity, bucket.FormatRate(in.pol.Rate))
+		if in.maybe {
+			s += " (not acked)"
+		}
+		return s
+	case stepRead:
+		return fmt.Sprintf("read -> %d (limit %d) @%d", in.remaining, in.limit, in.stamp)
+	}
+	if in.info {
+		return fmt.Sprintf("allow %d -> ?", in.cost)
+	}
+	v := "denied"
+	if in.allowed {
+		v = "allowed"
+	}
+	return fmt.Sprintf("allow %d -> %s, %d left (limit %d) @%d", in.cost, v, in.remaining, in.limit, in.stamp)
+}
+
+var hashSeed = maphash.MakeSeed()
+
+// bucketModel is the porcupine model of one key whose tier's policy starts
+// as initial.
+func bucketModel(initial bucket.Policy) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return stateSet{initialState(initial)} },
+		Step: func(state, input, _ any) (bool, any) {
+			var all []bstate
+			for _, s := range state.(stateSet) {
+				all = append(all, s.next(input.(step))...)
+			}
+			if len(all) == 0 {
+				return false, nil
+			}
+			return true, newStateSet(all)
+		},
+		Equal: func(a, b any) bool { return slices.Equal(a.(stateSet), b.(stateSet)) },
+		Hash: func(state any) uint64 {
+			var h uint64
+			for _, s := range state.(stateSet) {
+				h = h*31 + maphash.Comparable(hashSeed, s)
+			}
+			return h
+		},
+		DescribeOperation: func(input, _ any) string { return input.(step).String() },
+		DescribeState: func(state any) string {
+			var parts []string
+			for _, s := range state.(stateSet) {
+				parts = append(parts, s.String())
+			}
+			return strings.Join(parts, " | ")
+		},
+		DescribeOperationMetadata: func(m any) string {
+			if m == nil {
+				return ""
+			}
+			return fmt.Sprint(m)
+		},
+	}
+}

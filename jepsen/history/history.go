@@ -1,0 +1,129 @@
+// Package history is the record of one fault-suite run: every operation the
+// workload invoked with its outcome and the server's answer, every fault the
+// nemesis injected, every policy change, and the clock offsets in force.
+//
+// Times are nanoseconds since the Unix epoch. Invoke and Complete (and every
+// Event and Policy time) come from the harness's own clock; Stamp is the
+// server's group time. A History is written to a directory as JSON lines
+// (ops.jsonl, events.jsonl, policies.jsonl) plus meta.json, and the same
+// History always produces the same bytes.
+//
+// The package only records; jepsen/checker judges.
+package history
+
+// Outcomes of an Op.
+const (
+	// OutcomeOK: the server answered with a decision.
+	OutcomeOK = "ok"
+	// OutcomeFail: the request was definitely never applied (a 4xx refusal
+	// before anything was proposed, or a retry that proved it never was).
+	// A 503 or a timeout is not certain: that is OutcomeInfo.
+	OutcomeFail = "fail"
+	// OutcomeInfo: unknown, the request may or may not have been applied
+	// (timeout, connection error, 503 after proposal).
+	OutcomeInfo = "info"
+)
+
+// Kinds of an Op.
+const (
+	// KindAllow is POST /v1/allow: a decision that takes Cost tokens if the
+	// balance covers it (Cost 0 is a peek).
+	KindAllow = "allow"
+	// KindRead is GET /v1/clients/{key}: the balance as a cost-1 request
+	// would see it, without taking anything. Remaining and Limit are
+	// recorded; Allowed and Cost are ignored.
+	KindRead = "read"
+)
+
+// Event kinds and phases.
+const (
+	KindNemesis = "nemesis"
+	PhaseStart  = "start"
+	PhaseStop   = "stop"
+)
+
+// Op is one logical operation of the workload.
+type Op struct {
+	// Process is the logical client (worker) that issued the operation.
+	Process int `json:"process"`
+	// Key is the client id whose bucket the operation is about.
+	Key string `json:"key"`
+	// Node is the node the (last) attempt was sent to.
+	Node string `json:"node,omitempty"`
+	// Kind is KindAllow or KindRead.
+	Kind string `json:"kind"`
+	// Cost is the tokens asked for.
+	Cost int64 `json:"cost"`
+	// RequestID is the idempotency key sent with every attempt.
+	RequestID string `json:"request_id,omitempty"`
+	// Invoke and Complete bound the operation in harness time: the first
+	// attempt was sent at Invoke, and the answer (or the give-up) came at
+	// Complete.
+	Invoke   int64 `json:"invoke"`
+	Complete int64 `json:"complete"`
+	// Outcome is OutcomeOK, OutcomeFail or OutcomeInfo.
+	Outcome string `json:"outcome"`
+	// The server's answer (Outcome ok only).
+	Allowed bool `json:"allowed"`
+	// Remaining is the balance after the decision in whole tokens, rounded
+	// down, as the API returns it.
+	Remaining int64 `json:"remaining"`
+	// Limit is the capacity of the policy that decided.
+	Limit int64  `json:"limit"`
+	Tier  string `json:"tier,omitempty"`
+	// Stamp is the group time of the decision (server clock, unix ns).
+	Stamp int64 `json:"stamp"`
+	// Duplicate: the answer is an earlier decision for the same Key and
+	// RequestID, returned again; nothing was taken by this call.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// ResolvedBy says how an operation whose first outcome was unknown got
+	// the outcome recorded here (informational).
+	ResolvedBy string `json:"resolved_by,omitempty"`
+}
+
+// Event is something the harness did to the cluster.
+type Event struct {
+	Time int64 `json:"time"`
+	// Kind is KindNemesis.
+	Kind string `json:"kind"`
+	// Name identifies the fault, e.g. "kill n2", "partition halves",
+	// "clock n1 +250ms". A stop pairs with the latest unpaired start of the
+	// same Name.
+	Name string `json:"name"`
+	// Phase is PhaseStart or PhaseStop.
+	Phase  string            `json:"phase"`
+	Detail map[string]string `json:"detail,omitempty"`
+}
+
+// Policy is one policy change the harness made (PUT /v1/tiers/{tier}, or
+// PUT /v1/default for Tier "default").
+type Policy struct {
+	// Time is when the change was acknowledged if Acked, otherwise when the
+	// harness gave up on it.
+	Time int64  `json:"time"`
+	Tier string `json:"tier"`
+	// Capacity in whole tokens and RatePerSec as an exact decimal (the
+	// request's refill_per_second).
+	Capacity   int64  `json:"capacity"`
+	RatePerSec string `json:"rate_per_sec"`
+	// Version is the configuration version the server answered (0 if none).
+	Version uint64 `json:"version,omitempty"`
+	// Acked: the server answered 200, so the change is applied in every
+	// group. A change that is not acked may or may not be applied.
+	Acked bool `json:"acked"`
+	// Invoke is when the change was sent; 0 means unknown, in which case
+	// checkers assume it may have taken effect at any time before Time.
+	Invoke int64 `json:"invoke,omitempty"`
+}
+
+// History is everything recorded in one run.
+type History struct {
+	Ops      []Op
+	Events   []Event
+	Policies []Policy
+	// ClockOffsets maps each node to the largest |offset| (ns) ever injected
+	// into its clock during the run.
+	ClockOffsets map[string]int64
+	// Meta is free-form: seed, versions, parameters.
+	Meta map[string]string
+}
