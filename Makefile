@@ -65,3 +65,12 @@ failover: ## Kill a group leader of a throwaway 3-node cluster and time the fail
 .PHONY: bench-cluster
 bench-cluster: ## Load a single node, then a 3-node cluster (CONNS, DURATION, KEYS) and compare them.
 	./scripts/bench-cluster.sh
+
+.PHONY: jepsen
+jepsen: ## Full fault suite: every nemesis mix on 3 and 5 nodes, then the negative control (root; ~15 min; SEED=n replays).
+	$(GO) run ./jepsen/cmd/jepsen -mix full $(if $(SEED),-seed $(SEED))
+	$(GO) run ./jepsen/cmd/jepsen -mix smoke -unsafe $(if $(SEED),-seed $(SEED))
+
+.PHONY: jepsen-smoke
+jepsen-smoke: ## One short fault run: 3 nodes, kill + partition + clock (root; about a minute).
+	$(GO) run ./jepsen/cmd/jepsen -mix smoke $(if $(SEED),-seed $(SEED))

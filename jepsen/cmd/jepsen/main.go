@@ -1,0 +1,208 @@
+// Command jepsen runs quorate's fault-injection suite: real nodes in
+// network namespaces, killed, paused, partitioned and skewed while a seeded
+// workload runs, then checked for linearizability, stamps, the
+// over-admission bound, policy changes and availability.
+//
+//	go run ./jepsen/cmd/jepsen -mix smoke
+//	go run ./jepsen/cmd/jepsen -mix full -seed 7
+//	go run ./jepsen/cmd/jepsen -mix smoke -unsafe   # the negative control: must fail
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quorate/quorate/jepsen/runner"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jepsen:", err)
+		os.Exit(1)
+	}
+}
+
+// mixes are the named nemesis combinations; full runs all of them.
+var mixes = map[string]struct {
+	nodes   int
+	nemeses []string
+}{
+	"smoke":      {3, []string{"kill", "partition-leader", "clock-bump"}},
+	"crash":      {3, []string{"kill", "kill-leader", "pause"}},
+	"partition":  {3, []string{"partition-one", "partition-leader", "partition-halves"}},
+	"partition5": {5, []string{"partition-ring", "partition-bridge", "kill-minority", "partition-halves"}},
+	"clock":      {3, []string{"clock-bump", "clock-strobe", "partition-leader"}},
+	"membership": {3, []string{"leave-rejoin", "kill"}},
+}
+
+var fullOrder = []string{"crash", "partition", "partition5", "clock", "membership"}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mix := fs.String("mix", "smoke", "smoke, full, one of crash|partition|partition5|clock|membership, or comma-separated nemesis names")
+	nodes := fs.Int("nodes", 0, "3 or 5 (default: the mix's)")
+	duration := fs.Duration("duration", 0, "faults and load per run (default 45s for smoke, 150s otherwise)")
+	interval := fs.Duration("interval", 4*time.Second, "length of each fault and of the quiet gap after it")
+	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the workload and the nemesis schedule")
+	out := fs.String("out", "results", "results folder")
+	unsafe := fs.Bool("unsafe", false, "run the negative control (built with unsafe_decide): the checkers must reject it")
+	groups := fs.Int("groups", 4, "data groups")
+	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "the nodes' --raft-timeout")
+	workers := fs.Int("workers", 12, "concurrent client processes")
+	noNetns := fs.Bool("no-netns", false, "run nodes on 127.0.0.x with process faults only")
+	verbose := fs.Bool("v", false, "log what the harness does")
+	recheck := fs.String("recheck", "", "run the checkers again on a results folder and print them (no cluster)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *recheck != "" {
+		s, err := runner.Recheck(*recheck)
+		if err != nil {
+			return err
+		}
+		printSummary(stdout, s)
+		if !s.Valid {
+			return errors.New("a checker found a violation")
+		}
+		return nil
+	}
+	repo, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+
+	type plan struct {
+		name    string
+		nodes   int
+		nemeses []string
+	}
+	var plans []plan
+	switch {
+	case *mix == "full":
+		for _, n := range fullOrder {
+			plans = append(plans, plan{n, mixes[n].nodes, mixes[n].nemeses})
+		}
+	case mixes[*mix].nodes != 0:
+		plans = append(plans, plan{*mix, mixes[*mix].nodes, mixes[*mix].nemeses})
+	default:
+		plans = append(plans, plan{"custom", 3, strings.Split(*mix, ",")})
+	}
+	fmt.Fprintf(stdout, "jepsen: seed %d (replay with -seed %d)\n", *seed, *seed)
+
+	var sums []runner.Summary
+	failed := false
+	for i, p := range plans {
+		if *nodes != 0 {
+			p.nodes = *nodes
+		}
+		d := *duration
+		if d == 0 {
+			d = 150 * time.Second
+			if p.name == "smoke" {
+				d = 45 * time.Second
+			}
+		}
+		sum, err := runner.Run(ctx, runner.Config{
+			Name: p.name, Nodes: p.nodes, Duration: d, Nemeses: p.nemeses, Interval: *interval,
+			Seed: *seed + uint64(i), Out: *out, Unsafe: *unsafe, Groups: *groups, RaftTimeout: *raftTimeout,
+			Workers: *workers, HotKeys: 3, ColdKeys: 200, HotCapacity: 20, HotRate: "10",
+			PolicyChanges: true, UseNetns: !*noNetns, Prefix: "qj", Logger: logger, Repo: repo,
+		})
+		if err != nil {
+			return fmt.Errorf("run %s: %w", p.name, err)
+		}
+		sums = append(sums, sum)
+		printSummary(stdout, sum)
+		failed = failed || !sum.Valid
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	switch {
+	case *unsafe && !failed:
+		return errors.New("the negative control passed every checker: the suite cannot see what it exists to catch")
+	case *unsafe:
+		fmt.Fprintln(stdout, "jepsen: the negative control was rejected, as it must be")
+		return nil
+	case failed:
+		return errors.New("a checker found a violation (see the results folder)")
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s runner.Summary) {
+	fmt.Fprintf(w, "\n== %s: %d nodes, nemeses %s, seed %d, netns %v\n", s.Name, s.Nodes, strings.Join(s.Nemeses, ","), s.Seed, s.Netns)
+	fmt.Fprintf(w, "   ops %d (ok %d, info %d = %.2f%%, fail %d), faults %d, results in %s\n", s.Ops, s.OK, s.Info, 100*s.InfoFraction, s.Fail, s.Faults, s.Dir)
+	fl, ql := s.FaultLatency, s.QuietLatency
+	fmt.Fprintf(w, "   latency during faults: %d ops, p50 %.1f ms, p99 %.1f ms, max %.0f ms, %.2f%% retried; outside: %d ops, p50 %.1f ms, p99 %.1f ms, max %.0f ms\n",
+		fl.Ops, fl.P50, fl.P99, fl.Max, 100*fl.Retried, ql.Ops, ql.P50, ql.P99, ql.Max)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "   CHECKER\tVALID\tSUMMARY")
+	for _, r := range s.Results {
+		fmt.Fprintf(tw, "   %s\t%v\t%s\n", r.Name, r.Valid, compact(r.Summary))
+	}
+	tw.Flush()
+	for _, r := range s.Results {
+		for i, f := range r.Failures {
+			if i == 3 {
+				fmt.Fprintf(w, "   %s: ... %d more\n", r.Name, len(r.Failures)-3)
+				break
+			}
+			fmt.Fprintf(w, "   %s: %s\n", r.Name, f)
+		}
+	}
+	verdict := "PASS"
+	if !s.Valid {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "   verdict: %s\n", verdict)
+}
+
+func compact(m map[string]any) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		switch v := m[k].(type) {
+		case float64:
+			parts = append(parts, fmt.Sprintf("%s=%.4g", k, v))
+		default:
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	s := strings.Join(parts, " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}

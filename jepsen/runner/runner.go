@@ -1,0 +1,501 @@
+// Package runner runs one fault-injection test of quorate end to end: it
+// builds the binary with the test-only tags, starts a cluster in network
+// namespaces (jepsen/control), drives it with a seeded workload
+// (jepsen/workload) while nemeses break it and policies change, heals it,
+// resolves unknown outcomes, checks the history (jepsen/checker) and writes
+// a results folder.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/jepsen/checker"
+	"github.com/quorate/quorate/jepsen/control"
+	"github.com/quorate/quorate/jepsen/history"
+	"github.com/quorate/quorate/jepsen/workload"
+)
+
+// Config is one run.
+type Config struct {
+	Name     string        // mix name, used in the results folder
+	Nodes    int           // 3 or 5
+	Duration time.Duration // how long faults and load last
+	Nemeses  []string      // control.Mix names
+	Interval time.Duration // between a nemesis's start and stop, and between rounds
+	Seed     uint64
+	Out      string // results root; the run writes Out/<name>-<seed>
+	Unsafe   bool   // build the negative control (tag unsafe_decide)
+	Groups   int
+	// RaftTimeout is passed to every node (--raft-timeout).
+	RaftTimeout time.Duration
+	Workers     int
+	HotKeys     int
+	ColdKeys    int
+	// HotCapacity and HotRate are the "hot" tier's first policy; the policy
+	// nemesis moves between it, a raise and a cut.
+	HotCapacity int64
+	HotRate     string
+	// PolicyChanges makes the run raise and cut the hot tier during faults.
+	PolicyChanges bool
+	UseNetns      bool
+	Prefix        string
+	Logger        *slog.Logger
+	// Repo is the module root to build from.
+	Repo string
+}
+
+// Summary is what a run reports.
+type Summary struct {
+	Name         string            `json:"name"`
+	Dir          string            `json:"dir"`
+	Seed         uint64            `json:"seed"`
+	Nodes        int               `json:"nodes"`
+	Nemeses      []string          `json:"nemeses"`
+	Unsafe       bool              `json:"unsafe"`
+	Netns        bool              `json:"netns"`
+	Ops          int               `json:"ops"`
+	OK           int               `json:"ok"`
+	Info         int               `json:"info"`
+	Fail         int               `json:"fail"`
+	InfoFraction float64           `json:"info_fraction"`
+	Faults       int               `json:"faults"`
+	// Latency of operations (first attempt to answer, retries included)
+	// that overlapped a fault and of those that did not, in milliseconds,
+	// and the share of operations that needed a retry.
+	FaultLatency Latency `json:"fault_latency_ms"`
+	QuietLatency Latency `json:"quiet_latency_ms"`
+	Valid        bool              `json:"valid"`
+	Results      []checker.Result  `json:"results"`
+	Meta         map[string]string `json:"meta"`
+}
+
+// Run performs one test. An error means the test could not run; a run that
+// ran but found violations returns a Summary with Valid false.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	name := cfg.Name
+	if cfg.Unsafe {
+		name += "-unsafe"
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, fmt.Sprintf("%s-n%d-%d", name, cfg.Nodes, cfg.Seed)))
+	if err != nil {
+		return Summary{}, err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Name: name, Dir: dir, Seed: cfg.Seed, Nodes: cfg.Nodes, Nemeses: cfg.Nemeses, Unsafe: cfg.Unsafe}
+
+	bin := filepath.Join(dir, "bin", "quorate")
+	tags := "faultinject"
+	if cfg.Unsafe {
+		tags += ",unsafe_decide"
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", bin, "./cmd/quorate")
+	build.Dir = cfg.Repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return sum, fmt.Errorf("build: %w\n%s", err, out)
+	}
+
+	extra := []string{"--groups", fmt.Sprint(cfg.Groups), "--raft-timeout", cfg.RaftTimeout.String(), "--log-level", "info"}
+	c, err := control.New(control.Options{
+		Nodes: cfg.Nodes, Binary: bin, WorkDir: filepath.Join(dir, "nodes"), Prefix: cfg.Prefix,
+		ExtraArgs: extra, Logger: log, UseNetns: cfg.UseNetns,
+	})
+	if err != nil {
+		return sum, err
+	}
+	if _, err := control.CleanupStale(ctx, cfg.Prefix); err != nil {
+		log.Warn("cleaning up an earlier run", "err", err)
+	}
+	if err := c.Setup(ctx); err != nil {
+		return sum, err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Teardown(tctx); err != nil {
+			log.Error("teardown", "err", err)
+		}
+	}()
+	sum.Netns = c.UsesNetns()
+	if err := c.StartAll(ctx); err != nil {
+		return sum, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	err = c.WaitReady(readyCtx)
+	cancel()
+	if err != nil {
+		return sum, fmt.Errorf("cluster never became ready: %w", err)
+	}
+
+	var targets []string
+	for i := 1; i <= cfg.Nodes; i++ {
+		targets = append(targets, c.NodeURL(i))
+	}
+	api := &apiClient{hc: c.HTTPClient(), targets: targets}
+	hotPolicy, err := parsePolicy(cfg.HotCapacity, cfg.HotRate)
+	if err != nil {
+		return sum, err
+	}
+	var policies []history.Policy
+	p, err := api.setTier(ctx, "hot", cfg.HotCapacity, cfg.HotRate)
+	if err != nil {
+		return sum, fmt.Errorf("creating the hot tier: %w", err)
+	}
+	policies = append(policies, p)
+	for i := range cfg.HotKeys {
+		if err := api.assign(ctx, workload.HotKey(i), "hot"); err != nil {
+			return sum, fmt.Errorf("assigning %s: %w", workload.HotKey(i), err)
+		}
+	}
+	_ = hotPolicy
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, 42))
+	nemeses, err := c.Mix(rng, cfg.Nemeses...)
+	if err != nil {
+		return sum, err
+	}
+	wcfg := workload.Config{
+		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
+		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
+		OpTimeout: time.Second, RetryFor: 20 * time.Second,
+		Duration: cfg.Duration, MaxOps: 2_000_000, Think: 2 * time.Millisecond,
+	}
+	log.Info("run starting", "dir", dir, "seed", cfg.Seed, "nodes", cfg.Nodes, "nemeses", cfg.Nemeses, "unsafe", cfg.Unsafe, "netns", sum.Netns)
+
+	var (
+		wg       sync.WaitGroup
+		ops      []history.Op
+		schedErr error
+		polMu    sync.Mutex
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ops = workload.Run(ctx, wcfg)
+	}()
+	go func() {
+		defer wg.Done()
+		// Faults start after a quiet second and end a few seconds before
+		// the load, so the run ends with a recovery.
+		time.Sleep(time.Second)
+		schedErr = control.Schedule(ctx, nemeses, cfg.Interval, max(cfg.Duration-5*time.Second, cfg.Interval), rng, nil)
+	}()
+	if cfg.PolicyChanges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			steps := []struct {
+				capacity int64
+				rate     string
+			}{{cfg.HotCapacity * 2, cfg.HotRate}, {max(cfg.HotCapacity/2, 1), cfg.HotRate}, {cfg.HotCapacity, cfg.HotRate}}
+			for i, s := range steps {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(cfg.Duration / time.Duration(len(steps)+1)):
+				}
+				pol, err := api.setTier(ctx, "hot", s.capacity, s.rate)
+				if err != nil {
+					log.Warn("policy change not acknowledged", "step", i, "err", err)
+				}
+				polMu.Lock()
+				policies = append(policies, pol)
+				polMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if schedErr != nil {
+		log.Warn("nemesis schedule", "err", schedErr)
+	}
+
+	// Heal everything, wait for the cluster, then learn what the unknown
+	// operations did.
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Recover(rctx); err != nil {
+		log.Warn("recover", "err", err)
+	}
+	if err := c.WaitReady(rctx); err != nil {
+		log.Warn("cluster not ready after recovery", "err", err)
+	}
+	ops = workload.Resolve(rctx, wcfg, ops, 90*time.Second)
+
+	h := history.History{
+		Ops:          ops,
+		Policies:     policies,
+		ClockOffsets: c.ClockOffsets(),
+		Meta: map[string]string{
+			"seed": fmt.Sprint(cfg.Seed), "nodes": fmt.Sprint(cfg.Nodes), "nemeses": strings.Join(cfg.Nemeses, ","),
+			"unsafe": fmt.Sprint(cfg.Unsafe), "netns": fmt.Sprint(sum.Netns), "groups": fmt.Sprint(cfg.Groups),
+			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
+			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys),
+		},
+	}
+	for _, e := range c.Events() {
+		h.Events = append(h.Events, history.Event{Time: e.Time, Kind: history.KindNemesis, Name: e.Name, Phase: e.Phase, Detail: e.Detail})
+	}
+	if err := h.Write(filepath.Join(dir, "history")); err != nil {
+		return sum, err
+	}
+
+	params, err := ParamsFor(h)
+	if err != nil {
+		return sum, err
+	}
+	results := checker.CheckAll(h, params)
+	sum.Results = results
+	sum.Valid = checker.Valid(results)
+	sum.Meta = h.Meta
+	sum.count(h)
+	for _, r := range results {
+		if r.Visualization != nil {
+			if _, err := r.Visualization.WriteHTML(filepath.Join(dir, "linearizability")); err != nil {
+				log.Warn("porcupine visualization", "err", err)
+			}
+		}
+	}
+	if err := writePlots(filepath.Join(dir, "plots"), h, params, cfg.HotKeys); err != nil {
+		log.Warn("plots", "err", err)
+	}
+	data, _ := json.MarshalIndent(sum, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'), 0o644); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+// Latency summarizes operation latencies.
+type Latency struct {
+	Ops     int     `json:"ops"`
+	P50     float64 `json:"p50"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+	Retried float64 `json:"retried_fraction"`
+}
+
+// latencies splits ops into those that overlapped a fault interval and the
+// rest.
+func latencies(h history.History) (fault, quiet Latency) {
+	type span struct{ from, to int64 }
+	var spans []span
+	open := map[string]int64{}
+	for _, e := range h.Events {
+		if e.Phase == history.PhaseStart {
+			open[e.Name] = e.Time
+		} else if t, ok := open[e.Name]; ok {
+			spans = append(spans, span{t, e.Time})
+			delete(open, e.Name)
+		}
+	}
+	var fl, ql []float64
+	var fr, qr int
+	for _, op := range h.Ops {
+		if op.Outcome != history.OutcomeOK {
+			continue
+		}
+		d := float64(op.Complete-op.Invoke) / 1e6
+		retried := op.ResolvedBy != ""
+		during := false
+		for _, sp := range spans {
+			if op.Invoke <= sp.to && op.Complete >= sp.from {
+				during = true
+				break
+			}
+		}
+		if during {
+			fl = append(fl, d)
+			if retried {
+				fr++
+			}
+		} else {
+			ql = append(ql, d)
+			if retried {
+				qr++
+			}
+		}
+	}
+	return summarize(fl, fr), summarize(ql, qr)
+}
+
+func summarize(ds []float64, retried int) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
+	return Latency{Ops: len(ds), P50: at(0.5), P99: at(0.99), Max: ds[len(ds)-1], Retried: float64(retried) / float64(len(ds))}
+}
+
+// ParamsFor derives the checkers' parameters from a recorded history: the
+// hot keys are in tier "hot" with the policy in its metadata, every other
+// key uses the built-in default.
+func ParamsFor(h history.History) (checker.Params, error) {
+	var hotCap int64
+	if _, err := fmt.Sscan(h.Meta["hot_capacity"], &hotCap); err != nil {
+		return checker.Params{}, fmt.Errorf("history metadata: hot_capacity: %w", err)
+	}
+	hot, err := parsePolicy(hotCap, h.Meta["hot_rate"])
+	if err != nil {
+		return checker.Params{}, fmt.Errorf("history metadata: %w", err)
+	}
+	var hotKeys, coldKeys int
+	fmt.Sscan(h.Meta["hot_keys"], &hotKeys)
+	fmt.Sscan(h.Meta["cold_keys"], &coldKeys)
+	keyTiers := map[string]string{}
+	for i := range hotKeys {
+		keyTiers[workload.HotKey(i)] = "hot"
+	}
+	for i := range coldKeys {
+		keyTiers[workload.ColdKey(i)] = bucket.DefaultTierName
+	}
+	return checker.Params{Default: bucket.BuiltinDefault, Tiers: map[string]bucket.Policy{"hot": hot}, KeyTiers: keyTiers}, nil
+}
+
+// Recheck runs the checkers again on a results folder written by Run (for
+// example after a checker changed) and summarizes it as Run would.
+func Recheck(dir string) (Summary, error) {
+	h, err := history.Read(filepath.Join(dir, "history"))
+	if err != nil {
+		return Summary{}, err
+	}
+	p, err := ParamsFor(h)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Name: "recheck", Dir: dir, Meta: h.Meta, Netns: h.Meta["netns"] == "true", Unsafe: h.Meta["unsafe"] == "true"}
+	fmt.Sscan(h.Meta["seed"], &sum.Seed)
+	fmt.Sscan(h.Meta["nodes"], &sum.Nodes)
+	sum.Nemeses = strings.Split(h.Meta["nemeses"], ",")
+	sum.Results = checker.CheckAll(h, p)
+	sum.Valid = checker.Valid(sum.Results)
+	sum.count(h)
+	return sum, nil
+}
+
+// count fills the operation, fault and latency figures from h.
+func (sum *Summary) count(h history.History) {
+	sum.OK, sum.Info, sum.Fail, sum.Faults = 0, 0, 0, 0
+	for _, op := range h.Ops {
+		switch op.Outcome {
+		case history.OutcomeOK:
+			sum.OK++
+		case history.OutcomeInfo:
+			sum.Info++
+		case history.OutcomeFail:
+			sum.Fail++
+		}
+	}
+	sum.Ops = len(h.Ops)
+	if sum.Ops > 0 {
+		sum.InfoFraction = float64(sum.Info) / float64(sum.Ops)
+	}
+	for _, e := range h.Events {
+		if e.Phase == history.PhaseStart {
+			sum.Faults++
+		}
+	}
+	sum.FaultLatency, sum.QuietLatency = latencies(h)
+}
+
+func parsePolicy(capacity int64, rate string) (bucket.Policy, error) {
+	r, err := bucket.ParseRate(rate)
+	if err != nil {
+		return bucket.Policy{}, err
+	}
+	p := bucket.Policy{Capacity: capacity, Rate: r}
+	return p, p.Validate()
+}
+
+// apiClient makes the run's administrative calls through any node.
+type apiClient struct {
+	hc      *http.Client
+	targets []string
+}
+
+func (a *apiClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	data, _ := json.Marshal(body)
+	var lastErr error
+	for attempt := range 20 {
+		node := a.targets[attempt%len(a.targets)]
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		req, _ := http.NewRequestWithContext(cctx, method, node+path, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Quorate-Timeout-Ms", "8000")
+		resp, err := a.hc.Do(req)
+		if err == nil {
+			var out bytes.Buffer
+			_, _ = out.ReadFrom(resp.Body)
+			resp.Body.Close()
+			cancel()
+			if resp.StatusCode == http.StatusOK {
+				return out.Bytes(), nil
+			}
+			if resp.StatusCode == http.StatusAccepted {
+				// Committed, not yet applied everywhere: not an ack, and
+				// not something to send again.
+				return out.Bytes(), errNotEverywhere
+			}
+			lastErr = fmt.Errorf("%s %s via %s: HTTP %d: %s", method, path, node, resp.StatusCode, bytes.TrimSpace(out.Bytes()))
+		} else {
+			cancel()
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), lastErr)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return nil, lastErr
+}
+
+// errNotEverywhere is a 202: the change is committed but some groups had
+// not applied it when the call returned.
+var errNotEverywhere = errors.New("change committed but not applied in every group before the deadline (202)")
+
+// setTier sets a tier's policy and returns the record of the change: acked
+// with the ack time if every group applied it (200), not acked otherwise.
+func (a *apiClient) setTier(ctx context.Context, tier string, capacity int64, rate string) (history.Policy, error) {
+	p := history.Policy{Tier: tier, Capacity: capacity, RatePerSec: rate, Invoke: time.Now().UnixNano()}
+	out, err := a.call(ctx, http.MethodPut, "/v1/tiers/"+tier, map[string]any{"capacity": capacity, "refill_per_second": json.Number(rate)})
+	p.Time = time.Now().UnixNano()
+	if errors.Is(err, errNotEverywhere) {
+		return p, err // recorded, not acked
+	}
+	if err != nil {
+		return p, err
+	}
+	var ans struct {
+		Version uint64 `json:"version"`
+	}
+	_ = json.Unmarshal(out, &ans)
+	p.Version, p.Acked = ans.Version, true
+	return p, nil
+}
+
+func (a *apiClient) assign(ctx context.Context, client, tier string) error {
+	_, err := a.call(ctx, http.MethodPut, "/v1/clients/"+client+"/tier", map[string]string{"tier": tier})
+	return err
+}

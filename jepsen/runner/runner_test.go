@@ -1,0 +1,91 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/jepsen/checker"
+)
+
+// repoRoot is the module root, where the runner builds quorate.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// needNetns skips when the machine cannot create network namespaces; CI
+// runs as root, so there the smoke run always happens.
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the fault suite needs root for network namespaces and iptables")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("the fault suite needs iproute2's ip")
+	}
+}
+
+func smokeConfig(t *testing.T, seed uint64) Config {
+	return Config{
+		Name: "smoke", Nodes: 3, Duration: 25 * time.Second, Interval: 3 * time.Second,
+		Nemeses: []string{"kill-leader", "partition-leader", "clock-bump"},
+		Seed:    seed, Out: t.TempDir(), Groups: 4, RaftTimeout: 300 * time.Millisecond,
+		Workers: 8, HotKeys: 2, ColdKeys: 50, HotCapacity: 20, HotRate: "10",
+		PolicyChanges: true, UseNetns: true, Prefix: "qs", Repo: repoRoot(t),
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+func result(t *testing.T, s Summary, name string) checker.Result {
+	t.Helper()
+	for _, r := range s.Results {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s result in %+v", name, s.Results)
+	return checker.Result{}
+}
+
+// TestSmoke is the short fault run of make test: a real 3-node cluster in
+// network namespaces, a leader killed, a leader partitioned away and a
+// clock skewed under load; every checker must pass.
+func TestSmoke(t *testing.T) {
+	needNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, err := Run(ctx, smokeConfig(t, 11))
+	require.NoError(t, err)
+	for _, r := range s.Results {
+		assert.True(t, r.Valid, "%s: %v %v", r.Name, r.Summary, r.Failures)
+	}
+	assert.Greater(t, s.OK, 1000, "the workload made progress")
+	assert.Greater(t, s.Faults, 2, "faults were injected")
+	assert.FileExists(t, filepath.Join(s.Dir, "summary.json"))
+	assert.FileExists(t, filepath.Join(s.Dir, "history", "ops.jsonl"))
+}
+
+// TestNegativeControl runs the unsafe build, which decides on local
+// replicas without raft: the checkers must reject it.
+func TestNegativeControl(t *testing.T) {
+	needNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg := smokeConfig(t, 12)
+	cfg.Unsafe, cfg.Duration = true, 12*time.Second
+	s, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	assert.False(t, s.Valid, "the unsafe build must fail the suite")
+	assert.False(t, result(t, s, "linearizable").Valid, "linearizability must catch local decisions")
+	assert.False(t, result(t, s, "over-admission").Valid, "the bound must be exceeded")
+}
