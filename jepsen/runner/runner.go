@@ -61,24 +61,24 @@ type Config struct {
 
 // Summary is what a run reports.
 type Summary struct {
-	Name         string            `json:"name"`
-	Dir          string            `json:"dir"`
-	Seed         uint64            `json:"seed"`
-	Nodes        int               `json:"nodes"`
-	Nemeses      []string          `json:"nemeses"`
-	Unsafe       bool              `json:"unsafe"`
-	Netns        bool              `json:"netns"`
-	Ops          int               `json:"ops"`
-	OK           int               `json:"ok"`
-	Info         int               `json:"info"`
-	Fail         int               `json:"fail"`
-	InfoFraction float64           `json:"info_fraction"`
-	Faults       int               `json:"faults"`
+	Name         string   `json:"name"`
+	Dir          string   `json:"dir"`
+	Seed         uint64   `json:"seed"`
+	Nodes        int      `json:"nodes"`
+	Nemeses      []string `json:"nemeses"`
+	Unsafe       bool     `json:"unsafe"`
+	Netns        bool     `json:"netns"`
+	Ops          int      `json:"ops"`
+	OK           int      `json:"ok"`
+	Info         int      `json:"info"`
+	Fail         int      `json:"fail"`
+	InfoFraction float64  `json:"info_fraction"`
+	Faults       int      `json:"faults"`
 	// Latency of operations (first attempt to answer, retries included)
 	// that overlapped a fault and of those that did not, in milliseconds,
 	// and the share of operations that needed a retry.
-	FaultLatency Latency `json:"fault_latency_ms"`
-	QuietLatency Latency `json:"quiet_latency_ms"`
+	FaultLatency Latency           `json:"fault_latency_ms"`
+	QuietLatency Latency           `json:"quiet_latency_ms"`
 	Valid        bool              `json:"valid"`
 	Results      []checker.Result  `json:"results"`
 	Meta         map[string]string `json:"meta"`
