@@ -340,6 +340,26 @@ func (v *Visualization) add(key string, m porcupine.Model, info porcupine.Linear
 	v.infos = append(v.infos, info)
 }
 
+// Annotate marks the nemesis intervals on every key's timeline, so that a
+// failing key can be read against the faults that were active.
+func (v *Visualization) Annotate(intervals []history.Interval) {
+	var anns []porcupine.Annotation
+	for _, iv := range intervals {
+		var details []string
+		for k, val := range iv.Detail {
+			details = append(details, k+"="+val)
+		}
+		slices.Sort(details)
+		anns = append(anns, porcupine.Annotation{
+			Tag: "nemesis", Start: iv.Start, End: iv.Stop, Description: iv.Name,
+			Details: strings.Join(details, " "), BackgroundColor: "#f4c7c3",
+		})
+	}
+	for i := range v.infos {
+		v.infos[i].AddAnnotations(anns)
+	}
+}
+
 // Keys returns the keys shown, in key order.
 func (v *Visualization) Keys() []string { return slices.Clone(v.keys) }
 

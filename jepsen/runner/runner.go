@@ -271,6 +271,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.count(h)
 	for _, r := range results {
 		if r.Visualization != nil {
+			r.Visualization.Annotate(h.NemesisIntervals())
 			if _, err := r.Visualization.WriteHTML(filepath.Join(dir, "linearizability")); err != nil {
 				log.Warn("porcupine visualization", "err", err)
 			}

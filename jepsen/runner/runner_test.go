@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -41,7 +42,9 @@ func smokeConfig(t *testing.T, seed uint64) Config {
 		Nemeses: []string{"kill-leader", "partition-leader", "clock-bump"},
 		Seed:    seed, Out: t.TempDir(), Groups: 4, RaftTimeout: 300 * time.Millisecond,
 		Workers: 8, HotKeys: 2, ColdKeys: 50, HotCapacity: 20, HotRate: "10",
-		PolicyChanges: true, UseNetns: true, Prefix: "qs", Repo: repoRoot(t),
+		// A prefix of this process's own, so that concurrent test runs on
+		// one machine never clean up each other's namespaces.
+		PolicyChanges: true, UseNetns: true, Prefix: fmt.Sprintf("qs%d", os.Getpid()%100000), Repo: repoRoot(t),
 		Logger: slog.New(slog.DiscardHandler),
 	}
 }

@@ -236,8 +236,11 @@ func Resolve(ctx context.Context, cfg Config, ops []history.Op, maxAge time.Dura
 				continue
 			}
 			if a.Duplicate {
+				// The entry may have committed after the original call gave
+				// up, so the op's interval runs until this answer.
 				op.Outcome, op.ResolvedBy = "ok", "resolve"
 				op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp
+				op.Complete = probe.Complete
 			} else {
 				op.Outcome, op.ResolvedBy = "fail", "resolve: never applied"
 				probe.Outcome, probe.ResolvedBy = "ok", "resolve of "+op.RequestID

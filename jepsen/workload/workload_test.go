@@ -84,6 +84,7 @@ func TestResolveLearnsUnknownOutcomes(t *testing.T) {
 	assert.Equal(t, history.OutcomeOK, got[0].Outcome)
 	assert.Equal(t, applied.Stamp, got[0].Stamp, "the original decision, not a new one")
 	assert.Equal(t, applied.Remaining, got[0].Remaining)
+	assert.Greater(t, got[0].Complete, applied.Complete, "the interval runs until the answer that resolved it")
 
 	got = byID["never-sent"]
 	require.Len(t, got, 2, "the unknown op and the decision its probe caused")
