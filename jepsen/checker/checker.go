@@ -2,8 +2,8 @@
 // against quorate's contract: linearizable decisions (checked with
 // porcupine against the exact token-bucket model), idempotent retries,
 // plausible decision stamps, the over-admission bound C + r·(W + ε), policy
-// changes that stay in force once acknowledged, and availability under
-// faults.
+// changes and tier assignments that stay in force once acknowledged, and
+// availability under faults.
 //
 // Every checker is a func(history.History, Params) Result and is meant to be
 // sound in the direction that matters for a verdict: a history that a
@@ -41,9 +41,13 @@ type Params struct {
 	// Tiers are the tier policies at the start of the run. A tier missing
 	// here uses Default until a change in History.Policies sets it.
 	Tiers map[string]bucket.Policy
-	// KeyTiers maps a key to its tier. A key missing here takes the Tier of
-	// its first ok answer, or "default" if it has none. A key's tier is
-	// assumed not to change during the run.
+	// KeyTiers maps a key to its initial tier. A key missing here takes the
+	// Tier of its first ok answer completed before any assignment of the key
+	// was invoked, or "default" if it has none. A key's tier changes only by
+	// the assignments in History.Assignments: an acked one is in force for
+	// every decision invoked after its ack (until a later one may have
+	// replaced it), one that is not acked may take effect at any time after
+	// its invoke, or never.
 	KeyTiers map[string]string
 	// ClockSlack bounds |node clock - harness clock| for the stamp checks.
 	// Zero: the largest History.ClockOffsets entry. Negative: zero.
@@ -141,6 +145,7 @@ func WellFormed(h history.History, p Params) Result {
 	r.set("ok_allows", ok)
 	r.set("events", len(h.Events))
 	r.set("policy_changes", len(h.Policies))
+	r.set("tier_assignments", len(h.Assignments))
 	return r.result()
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/jepsen/history"
 )
 
@@ -28,12 +29,17 @@ import (
 // request ids, as pending ops that may be applied at any later point no
 // earlier than Invoke - ClockSlack, or never (see bucketModel); the tier's
 // policy changes over [invoke, ack], or [invoke, +∞) and maybe never if not
-// acked (an unknown invoke is -∞). Fail ops and duplicate answers are left
+// acked (an unknown invoke is -∞); the key's tier assignments the same way
+// (History.Assignments), with the policy changes of every tier the key may
+// be in (the model applies a tier's changes to the key only while it is in
+// that tier, and a move switches the key to its new tier's current policy,
+// the balance carrying over). Fail ops and duplicate answers are left
 // out (Duplicates checks those).
 //
 // Sound when: stamps are the group time (max of the leader's stamp and the
-// group's high water, as the API returns them), keys start with no bucket,
-// a key's tier does not change, and a decision is made inside its op's
+// group's high water, as the API returns them), keys start with no bucket
+// in their Params.KeyTiers tier (or keyTier's guess), their tier changes
+// only by recorded assignments, and a decision is made inside its op's
 // interval (the clock assumptions of the package doc). A key the search
 // cannot decide within Params.Timeout makes the result invalid.
 func Linearizable(h history.History, p Params) Result {
@@ -67,9 +73,13 @@ func Linearizable(h history.History, p Params) Result {
 			defer wg.Done()
 			for i := range jobs {
 				kh := prep.keys[i]
-				tl := p.timelineFor(h, kh.tier)
-				model := bucketModel(tl.initial)
-				ops := keyOperations(kh, tl, h, slack)
+				kp := p.policiesOf(h, kh, nil)
+				var initial []bucket.Policy
+				for _, t := range kp.tiers.all() {
+					initial = append(initial, kp.timelines[t].initial)
+				}
+				model := bucketModel(initial...)
+				ops := keyOperations(kh, kp, h, slack)
 				if y, z, ok := tighten(ops); !ok {
 					outs[i] = outcome{res: porcupine.Illegal, model: model, ops: ops,
 						conflict: fmt.Sprintf("stamps contradict real time: %s completed before %s was invoked, yet must come after it by stamp",
@@ -104,15 +114,18 @@ func Linearizable(h history.History, p Params) Result {
 	wg.Wait()
 
 	vis := &Visualization{}
-	checked, ops, illegal, unknown, infos, changes := 0, 0, 0, 0, 0, 0
+	checked, ops, illegal, unknown, infos, changes, moves := 0, 0, 0, 0, 0, 0, 0
 	for i, kh := range prep.keys {
 		o := outs[i]
 		checked++
 		ops += len(o.ops)
 		infos += len(kh.unknown)
 		for _, op := range o.ops {
-			if op.Input.(step).kind == stepPolicy {
+			switch op.Input.(step).kind {
+			case stepPolicy:
 				changes++
+			case stepAssign:
+				moves++
 			}
 		}
 		switch o.res {
@@ -140,6 +153,7 @@ func Linearizable(h history.History, p Params) Result {
 	r.set("ops", ops)
 	r.set("info_ops", infos)
 	r.set("policy_ops", changes)
+	r.set("assignment_ops", moves)
 	r.set("illegal_keys", illegal)
 	r.set("undecided_keys", unknown)
 	res := r.result()
@@ -150,7 +164,7 @@ func Linearizable(h history.History, p Params) Result {
 }
 
 // keyOperations turns one key's history into porcupine operations.
-func keyOperations(kh *keyHistory, tl timeline, h history.History, slack int64) []porcupine.Operation {
+func keyOperations(kh *keyHistory, kp keyPolicies, h history.History, slack int64) []porcupine.Operation {
 	clients := map[int]int{}
 	client := func(process int) int {
 		id, ok := clients[process]
@@ -184,20 +198,39 @@ func keyOperations(kh *keyHistory, tl timeline, h history.History, slack int64) 
 		add(op, step{kind: stepAllow, info: true, cost: op.Cost, earliest: op.Invoke - slack, idx: d.idx}, op.Invoke)
 	}
 	policyClient := -1
-	for _, ch := range tl.changes {
+	latest := func(ack int64) int64 {
+		if ack == math.MaxInt64 {
+			return ack
+		}
+		return ack + slack
+	}
+	// The policy changes of every tier the key may be in (the model
+	// applies them to the key only while it is in that tier), and the
+	// key's tier assignments.
+	tiers := kp.tiers.all()
+	for ti, tier := range tiers {
+		for _, ch := range kp.timelines[tier].changes {
+			if policyClient < 0 {
+				policyClient = client(math.MinInt)
+			}
+			pc := h.Policies[ch.idx]
+			ops = append(ops, porcupine.Operation{
+				ClientId: policyClient,
+				Input:    step{kind: stepPolicy, pol: ch.pol, maybe: ch.ack == math.MaxInt64, latest: latest(ch.ack), tier: ti, idx: ch.idx},
+				Call:     ch.from, Return: ch.ack,
+				Metadata: fmt.Sprintf("policy change %d of tier %q (version %d)", ch.idx, pc.Tier, pc.Version),
+			})
+		}
+	}
+	for _, m := range kp.tiers.moves {
 		if policyClient < 0 {
 			policyClient = client(math.MinInt)
 		}
-		pc := h.Policies[ch.idx]
-		latest := int64(math.MaxInt64)
-		if ch.ack != math.MaxInt64 {
-			latest = ch.ack + slack
-		}
 		ops = append(ops, porcupine.Operation{
 			ClientId: policyClient,
-			Input:    step{kind: stepPolicy, pol: ch.pol, maybe: ch.ack == math.MaxInt64, latest: latest, idx: ch.idx},
-			Call:     ch.from, Return: ch.ack,
-			Metadata: fmt.Sprintf("policy change %d of tier %q (version %d)", ch.idx, pc.Tier, pc.Version),
+			Input:    step{kind: stepAssign, maybe: m.ack == math.MaxInt64, latest: latest(m.ack), tier: slices.Index(tiers, m.tier), idx: m.idx},
+			Call:     m.from, Return: m.ack,
+			Metadata: fmt.Sprintf("tier assignment %d: key to tier %q", m.idx, m.tier),
 		})
 	}
 	return ops
@@ -293,13 +326,13 @@ func explain(c clock, h history.History, model porcupine.Model, ops []porcupine.
 	in := map[int]bool{}
 	state := model.Init()
 	for _, op := range longest {
-		in[op.Input.(step).idx<<1|boolBit(op.Input.(step).kind == stepPolicy)] = true
+		in[opID(op.Input.(step))] = true
 		_, state = model.Step(state, op.Input, op.Output)
 	}
 	var stuck *porcupine.Operation
 	for i := range ops {
 		s := ops[i].Input.(step)
-		if in[s.idx<<1|boolBit(s.kind == stepPolicy)] {
+		if in[opID(s)] {
 			continue
 		}
 		if stuck == nil || ops[i].Return < stuck.Return {
@@ -310,13 +343,27 @@ func explain(c clock, h history.History, model porcupine.Model, ops []porcupine.
 	fmt.Fprintf(&b, "longest linearizable prefix has %d of %d ops and leaves the balance %s", len(longest), len(ops), model.DescribeState(state))
 	if stuck != nil {
 		s := stuck.Input.(step)
-		if s.kind == stepPolicy {
+		switch s.kind {
+		case stepPolicy:
 			fmt.Fprintf(&b, "; cannot then place policy change %d", s.idx)
-		} else {
+		case stepAssign:
+			fmt.Fprintf(&b, "; cannot then place tier assignment %d", s.idx)
+		default:
 			fmt.Fprintf(&b, "; cannot then place %s", describe(c, h.Ops[s.idx]))
 		}
 	}
 	return b.String()
+}
+
+// opID identifies a step among a key's operations.
+func opID(s step) int {
+	switch s.kind {
+	case stepPolicy:
+		return 3*s.idx + 1
+	case stepAssign:
+		return 3*s.idx + 2
+	}
+	return 3 * s.idx
 }
 
 func boolBit(b bool) int {

@@ -58,6 +58,15 @@ import (
 // before the change, even a denial refilled the time up to it at the old
 // rate.
 //
+// Tier assignments are operations too, spanning [invoke, ack] the same way.
+// The state keeps the key's current tier and the current policy of every
+// tier the key may be in: a tier's policy change updates that tier's
+// policy, and is a change of the key's policy only while the key is in that
+// tier; an assignment to another tier switches the key to that tier's
+// current policy exactly like a policy change (the balance carries over,
+// clamped to the new capacity at the next decision; raising it adds
+// nothing).
+//
 // States that differ only in their balances and pending ops are merged into
 // one (the hull of the balances, the most of each pending op), which keeps
 // porcupine's state small.
@@ -78,6 +87,7 @@ const (
 	stepAllow stepKind = iota
 	stepRead
 	stepPolicy
+	stepAssign
 )
 
 // step is the input of one porcupine operation.
@@ -96,7 +106,11 @@ type step struct {
 	remaining               int64
 	limit                   int64
 	pol                     bucket.Policy
-	// idx is the op's index in History.Ops (or History.Policies).
+	// tier is, for a policy change, the index of the changed tier among
+	// the key's tiers, and for an assignment, of the tier assigned.
+	tier int
+	// idx is the op's index in History.Ops (or History.Policies, or
+	// History.Assignments).
 	idx int
 }
 
@@ -109,8 +123,12 @@ type bstate struct {
 	last int64
 	// pend is the multiset of pending info ops (encodePending).
 	pend string
-	// pol is the policy of the latest applied change.
+	// pol is the policy in force: that of tier, the key's current tier.
 	pol bucket.Policy
+	// tier is the index of the key's current tier among its tiers, and
+	// pols the current policy of each of those tiers (encodePolicies).
+	tier int
+	pols string
 	// changed: a policy change was applied since last; gapRate is the
 	// largest rate in force since last; reclaim: the bucket may have been
 	// full under a policy in force since last and been forgotten.
@@ -159,8 +177,45 @@ func decodePending(s string) []pending {
 // span is an interval of possible balances.
 type span struct{ lo, hi amount }
 
-func initialState(pol bucket.Policy) bstate {
-	return bstate{last: noStamp, pol: pol, gapRate: pol.Rate}
+func initialState(pols []bucket.Policy) bstate {
+	return bstate{last: noStamp, pol: pols[0], gapRate: pols[0].Rate, pols: encodePolicies(pols)}
+}
+
+// encodePolicies renders the policies of a key's tiers, in tier order.
+func encodePolicies(pols []bucket.Policy) string {
+	b := make([]byte, 0, 16*len(pols))
+	for _, p := range pols {
+		b = binary.BigEndian.AppendUint64(b, uint64(p.Capacity))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.Rate))
+	}
+	return string(b)
+}
+
+// policyOf returns the current policy of the key's tier i.
+func (s bstate) policyOf(i int) bucket.Policy {
+	r := []byte(s.pols[16*i : 16*i+16])
+	return bucket.Policy{Capacity: int64(binary.BigEndian.Uint64(r)), Rate: int64(binary.BigEndian.Uint64(r[8:]))}
+}
+
+// setPolicy returns pols with tier i's policy set to pol.
+func setPolicy(pols string, i int, pol bucket.Policy) string {
+	b := []byte(pols)
+	binary.BigEndian.PutUint64(b[16*i:], uint64(pol.Capacity))
+	binary.BigEndian.PutUint64(b[16*i+8:], uint64(pol.Rate))
+	return string(b)
+}
+
+// switchTo returns s with the policy in force changed to pol at a time no
+// later than latest (group time), as of the next decision.
+func (s bstate) switchTo(pol bucket.Policy, latest int64) bstate {
+	applied := s
+	applied.pol = pol
+	applied.changed = true
+	applied.gapRate = max(s.gapRate, pol.Rate)
+	// The outgoing policy was in force until the change, no later than
+	// latest: the bucket may have filled up under it.
+	applied.reclaim = s.reclaim || (s.last != noStamp && s.mayFill(s.pol, latest))
+	return applied
 }
 
 // spans returns the possible balances at group time t, before the decision
@@ -376,13 +431,26 @@ func (s bstate) outcomes(t int64, st settlement, match func(sp span) (need amoun
 func (s bstate) next(in step) []bstate {
 	switch in.kind {
 	case stepPolicy:
+		// A change of a tier the key is not in only matters once the key
+		// is assigned to it.
 		applied := s
-		applied.pol = in.pol
-		applied.changed = true
-		applied.gapRate = max(s.gapRate, in.pol.Rate)
-		// The outgoing policy was in force until the change, no later
-		// than in.latest: the bucket may have filled up under it.
-		applied.reclaim = s.reclaim || (s.last != noStamp && s.mayFill(s.pol, in.latest))
+		if in.tier == s.tier {
+			applied = s.switchTo(in.pol, in.latest)
+		}
+		applied.pols = setPolicy(s.pols, in.tier, in.pol)
+		if in.maybe {
+			return []bstate{s, applied}
+		}
+		return []bstate{applied}
+	case stepAssign:
+		// A move to another tier changes the key's policy to that tier's
+		// current one, exactly like a policy change: the balance carries
+		// over (clamped to the new capacity at the next decision).
+		applied := s
+		if in.tier != s.tier {
+			applied = s.switchTo(s.policyOf(in.tier), in.latest)
+			applied.tier = in.tier
+		}
 		if in.maybe {
 			return []bstate{s, applied}
 		}
@@ -447,7 +515,7 @@ func (s bstate) next(in step) []bstate {
 	if len(feasible) == 0 {
 		return nil
 	}
-	return []bstate{{lo: hull.lo, hi: hull.hi, last: in.stamp, pend: st.rest(feasible), pol: s.pol, gapRate: s.pol.Rate}}
+	return []bstate{{lo: hull.lo, hi: hull.hi, last: in.stamp, pend: st.rest(feasible), pol: s.pol, gapRate: s.pol.Rate, tier: s.tier, pols: s.pols}}
 }
 
 // observe intersects sp with the balances whose whole tokens, rounded down,
@@ -461,7 +529,7 @@ func observe(sp span, remaining int64) (span, bool) {
 // mergeable reports whether a and b differ only in their balances and
 // pending ops.
 func mergeable(a, b bstate) bool {
-	return a.last == b.last && a.pol == b.pol && a.changed == b.changed && a.reclaim == b.reclaim && a.gapRate == b.gapRate
+	return a.last == b.last && a.pol == b.pol && a.tier == b.tier && a.pols == b.pols && a.changed == b.changed && a.reclaim == b.reclaim && a.gapRate == b.gapRate
 }
 
 // merge returns one state that allows everything a or b does: the hull of
@@ -514,6 +582,7 @@ func compareStates(a, b bstate) int {
 		cmp.Compare(a.pol.Capacity, b.pol.Capacity), cmp.Compare(a.pol.Rate, b.pol.Rate),
 		cmp.Compare(boolBit(a.changed), boolBit(b.changed)), cmp.Compare(boolBit(a.reclaim), boolBit(b.reclaim)),
 		cmp.Compare(a.gapRate, b.gapRate),
+		cmp.Compare(a.tier, b.tier), strings.Compare(a.pols, b.pols),
 	)
 }
 
@@ -534,6 +603,9 @@ func (s bstate) String() string {
 		b += fmt.Sprintf(" with up to %d tokens of info ops pending", n)
 	}
 	b += fmt.Sprintf(" (cap %d, rate %s/s)", s.pol.Capacity, bucket.FormatRate(s.pol.Rate))
+	if len(s.pols) > 16 {
+		b += fmt.Sprintf(" in tier #%d", s.tier)
+	}
 	return b
 }
 
@@ -541,6 +613,12 @@ func (in step) String() string {
 	switch in.kind {
 	case stepPolicy:
 		s := fmt.Sprintf("policy cap %d rate %s/s", in.pol.Capacity, bucket.FormatRate(in.pol.Rate))
+		if in.maybe {
+			s += " (not acked)"
+		}
+		return s
+	case stepAssign:
+		s := fmt.Sprintf("move to tier #%d", in.tier)
 		if in.maybe {
 			s += " (not acked)"
 		}
@@ -560,9 +638,10 @@ func (in step) String() string {
 
 var hashSeed = maphash.MakeSeed()
 
-// bucketModel is the porcupine model of one key whose tier's policy starts
-// as initial.
-func bucketModel(initial bucket.Policy) porcupine.Model {
+// bucketModel is the porcupine model of one key whose tiers' policies
+// start as initial (initial[0] is the key's initial tier; an assignment's
+// step.tier and a policy change's step.tier index initial).
+func bucketModel(initial ...bucket.Policy) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return stateSet{initialState(initial)} },
 		Step: func(state, input, _ any) (bool, any) {

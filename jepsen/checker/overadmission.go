@@ -11,7 +11,11 @@ import (
 // OverAdmission checks DESIGN §3's bound: over any real-time window of
 // length W, one key is admitted at most C + r·(W + ε) tokens, with C and r
 // the largest capacity and rate that may be in force during the window and
-// ε = Params.Skew. Why it holds for a correct cluster: the balance before
+// ε = Params.Skew. A key whose tier changes (History.Assignments) may be
+// under the policy of any tier it may be in during the window: C and r are
+// the largest over all of them (the argument below holds for any sequence
+// of policies, since a new policy clamps to its own capacity and adds no
+// tokens). Why it holds for a correct cluster: the balance before
 // the first decision inside a window is at most C (raising a capacity adds
 // nothing; a forgotten bucket restarts at most full), and every later one
 // refills at most r × the group time elapsed since the previous decision;
@@ -43,6 +47,7 @@ func OverAdmission(h history.History, p Params) Result {
 	}
 	skew := p.skew(h)
 	prep := prepare(h, p)
+	timelines := map[string]timeline{}
 	var (
 		admitted, possible             int64
 		worst, worstInfo               window
@@ -52,7 +57,7 @@ func OverAdmission(h history.History, p Params) Result {
 		haveWorst, haveWorstInfo, have bool
 	)
 	for _, kh := range prep.keys {
-		tl := p.timelineFor(h, kh.tier)
+		kp := p.policiesOf(h, kh, timelines)
 		var definite, withInfo []item
 		for _, d := range kh.decisions {
 			if d.op.Allowed && d.op.Cost > 0 {
@@ -68,7 +73,7 @@ func OverAdmission(h history.History, p Params) Result {
 			}
 		}
 		if len(definite) > 0 {
-			s := scanWindows(definite, tl, skew)
+			s := scanWindows(definite, kp, skew)
 			if s.over {
 				violating++
 				w := s.worst
@@ -85,7 +90,7 @@ func OverAdmission(h history.History, p Params) Result {
 			}
 		}
 		if len(withInfo) > len(definite) {
-			s := scanWindows(withInfo, tl, skew)
+			s := scanWindows(withInfo, kp, skew)
 			if s.over {
 				overWithInfo++
 			}
@@ -141,17 +146,17 @@ type scan struct {
 
 // scanWindows checks every window [from of an item, to of an item] against
 // the bound and returns the worst one, the worst ratio and the whole span.
-func scanWindows(items []item, tl timeline, skew int64) scan {
+func scanWindows(items []item, kp keyPolicies, skew int64) scan {
 	byFrom := slices.Clone(items)
 	slices.SortStableFunc(byFrom, func(a, b item) int { return cmp.Compare(a.from, b.from) })
 	byTo := slices.Clone(items)
 	slices.SortStableFunc(byTo, func(a, b item) int { return cmp.Compare(a.to, b.to) })
-	static := tl.static()
-	c0, r0 := tl.largest(byFrom[0].from, byTo[len(byTo)-1].to)
+	static := kp.static()
+	c0, r0 := kp.largest(byFrom[0].from, byTo[len(byTo)-1].to)
 	eval := func(from, to, admitted int64) window {
 		cp, rt := c0, r0
 		if !static {
-			cp, rt = tl.largest(from, to)
+			cp, rt = kp.largest(from, to)
 		}
 		w := window{from: from, to: to, admitted: admitted, capacity: cp, rate: rt}
 		span := to - from + skew

@@ -114,8 +114,12 @@ func (tl timeline) static() bool { return len(tl.changes) == 0 }
 // capacity of a policy that may be in force during the operation: once a
 // change is acknowledged, no answer to an operation invoked after the ack
 // may use an older policy (unless another change may have intervened), and
-// no answer may use a policy that was not yet requested. For keys whose
-// tier Params.KeyTiers gives, every answer must also name that tier. Only capacity is
+// no answer may use a policy that was not yet requested. A key's tier may
+// change (History.Assignments): an answer may use a policy of any tier the
+// key may be in during the operation (of the tier the answer names, if the
+// key may be in it), so once an assignment is acknowledged no later answer
+// may use the old tier's policy. For keys whose initial tier Params.KeyTiers
+// gives, every answer must also name a tier the key may be in. Only capacity is
 // visible in an answer; a wrong rate shows up in the balances, which
 // Linearizable checks. Duplicate answers carry the original decision and
 // are skipped.
@@ -131,33 +135,48 @@ func PolicyChanges(h history.History, p Params) Result {
 	checked, afterAck, wrongTier := 0, 0, 0
 	stale := map[string]int{}
 	for _, kh := range prep.keys {
-		tl, ok := timelines[kh.tier]
-		if !ok {
-			tl = p.timelineFor(h, kh.tier)
-			timelines[kh.tier] = tl
-		}
+		kp := p.policiesOf(h, kh, timelines)
 		ops := append(slices.Clone(kh.decisions), kh.reads...)
 		_, assigned := p.KeyTiers[kh.key]
 		for _, d := range ops {
 			op := d.op
-			if assigned && op.Tier != "" && op.Tier != kh.tier {
+			tiers := kp.tiers.at(op.Invoke, op.Complete)
+			if assigned && op.Tier != "" && !slices.Contains(tiers, op.Tier) {
 				wrongTier++
-				r.fail("key %q: %s: decided under tier %q, but the key is assigned to tier %q", kh.key, describe(c, op), op.Tier, kh.tier)
+				r.fail("key %q: %s: decided under tier %q, but the key is assigned to tier %s then", kh.key, describe(c, op), op.Tier, strings.Join(quoteAll(tiers), " or "))
 			}
 			if op.Limit == 0 {
 				continue
 			}
 			checked++
+			// The answer names the tier that decided: its limit must be a
+			// policy of that tier (if the key may be in it), else of any
+			// tier the key may be in.
+			var cands []bucket.Policy
+			tier := ""
+			if slices.Contains(tiers, op.Tier) {
+				tier = op.Tier
+				cands = kp.timelines[tier].candidates(op.Invoke, op.Complete)
+			} else {
+				if len(tiers) == 1 {
+					tier = tiers[0]
+				}
+				cands = kp.candidates(op.Invoke, op.Complete)
+			}
 			lastAcked := -1
-			for i, ch := range tl.changes {
-				if ch.ack < op.Invoke {
-					lastAcked = i
+			var tl timeline
+			if tier != "" {
+				tl = kp.timelines[tier]
+				for i, ch := range tl.changes {
+					if ch.ack < op.Invoke {
+						lastAcked = i
+					}
 				}
 			}
-			if lastAcked >= 0 {
+			moved := slices.ContainsFunc(kp.tiers.moves, func(m move) bool { return m.ack < op.Invoke })
+			if lastAcked >= 0 || moved {
 				afterAck++
 			}
-			cands := tl.candidates(op.Invoke, op.Complete)
 			if slices.ContainsFunc(cands, func(pol bucket.Policy) bool { return pol.Capacity == op.Limit }) {
 				continue
 			}
@@ -166,7 +185,10 @@ func PolicyChanges(h history.History, p Params) Result {
 			if lastAcked >= 0 {
 				ch := tl.changes[lastAcked]
 				why = fmt.Sprintf("tier %q was changed to capacity %d (version %d) and acked at %s, before the op was invoked; %s",
-					kh.tier, ch.pol.Capacity, ch.version, c.at(ch.ack), why)
+					tier, ch.pol.Capacity, ch.version, c.at(ch.ack), why)
+			}
+			if len(kp.tiers.moves) > 0 {
+				why += fmt.Sprintf(" (the key may be in tier %s then)", strings.Join(quoteAll(tiers), " or "))
 			}
 			r.fail("key %q: %s: %s", kh.key, describe(c, op), why)
 		}
@@ -182,10 +204,19 @@ func PolicyChanges(h history.History, p Params) Result {
 	r.set("wrong_tier", wrongTier)
 	r.set("changes", len(h.Policies))
 	r.set("changes_acked", acked)
+	r.set("assignments", len(h.Assignments))
 	for _, node := range sortedKeys(stale) {
 		r.set("stale_on_"+node, stale[node])
 	}
 	return r.result()
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 func capacities(pols []bucket.Policy) string {
@@ -200,4 +231,129 @@ func capacities(pols []bucket.Policy) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// tierName is the tier an assignment puts a key in: "" (removed) is the
+// default tier.
+func tierName(t string) string {
+	if t == "" {
+		return bucket.DefaultTierName
+	}
+	return t
+}
+
+// move is one tier assignment of a key as the checkers see it; from, ack
+// and to as for a change.
+type move struct {
+	tier          string
+	from, ack, to int64
+	idx           int // index in History.Assignments
+}
+
+// tierTimeline is what a key's tier may be over the run: initial (from
+// Params.KeyTiers, see keyTier) until the first acked assignment, then the
+// tiers of its assignments (h.Assignments). An acked assignment is in force
+// for every decision invoked after its ack, until a later assignment may
+// have replaced it; one that is not acked may take effect at any time after
+// its invoke, or never.
+type tierTimeline struct {
+	initial   string
+	initialTo int64
+	moves     []move // sorted by ack
+}
+
+// tiersOf builds the tier timeline of kh's key.
+func tiersOf(h history.History, kh *keyHistory) tierTimeline {
+	tt := tierTimeline{initial: kh.tier, initialTo: math.MaxInt64}
+	for i, a := range h.Assignments {
+		if a.Key != kh.key {
+			continue
+		}
+		m := move{tier: tierName(a.Tier), from: a.Invoke, ack: math.MaxInt64, idx: i}
+		if a.Invoke == 0 {
+			m.from = math.MinInt64
+		}
+		if a.Acked {
+			m.ack = a.Time
+			tt.initialTo = min(tt.initialTo, a.Time)
+		}
+		tt.moves = append(tt.moves, m)
+	}
+	for i := range tt.moves {
+		to := int64(math.MaxInt64)
+		for j, m := range tt.moves {
+			if j != i && m.from > tt.moves[i].ack {
+				to = min(to, m.ack)
+			}
+		}
+		tt.moves[i].to = to
+	}
+	slices.SortStableFunc(tt.moves, func(a, b move) int { return cmp.Compare(a.ack, b.ack) })
+	return tt
+}
+
+// at returns the tiers the key may be in at some time in [lo, hi] (an
+// over-approximation), without repeats, in timeline order.
+func (tt tierTimeline) at(lo, hi int64) []string {
+	var out []string
+	if lo <= tt.initialTo {
+		out = append(out, tt.initial)
+	}
+	for _, m := range tt.moves {
+		if m.from <= hi && m.to >= lo && !slices.Contains(out, m.tier) {
+			out = append(out, m.tier)
+		}
+	}
+	return out
+}
+
+// all returns every tier the key may ever be in: the initial one first.
+func (tt tierTimeline) all() []string { return tt.at(math.MinInt64, math.MaxInt64) }
+
+// keyPolicies is what a key's policy may be over the run: the tiers it may
+// be in, each with its policy timeline.
+type keyPolicies struct {
+	tiers     tierTimeline
+	timelines map[string]timeline
+}
+
+// policiesOf builds kh's keyPolicies; cache holds the tier timelines built
+// so far (may be nil).
+func (p Params) policiesOf(h history.History, kh *keyHistory, cache map[string]timeline) keyPolicies {
+	kp := keyPolicies{tiers: tiersOf(h, kh), timelines: map[string]timeline{}}
+	for _, t := range kp.tiers.all() {
+		tl, ok := cache[t]
+		if !ok {
+			tl = p.timelineFor(h, t)
+			if cache != nil {
+				cache[t] = tl
+			}
+		}
+		kp.timelines[t] = tl
+	}
+	return kp
+}
+
+// candidates returns the policies the key may be under at some time in
+// [lo, hi]: those of every tier it may be in then.
+func (kp keyPolicies) candidates(lo, hi int64) []bucket.Policy {
+	var out []bucket.Policy
+	for _, t := range kp.tiers.at(lo, hi) {
+		out = append(out, kp.timelines[t].candidates(lo, hi)...)
+	}
+	return out
+}
+
+// largest returns the largest capacity and rate among the policies the key
+// may be under at some time in [lo, hi].
+func (kp keyPolicies) largest(lo, hi int64) (capacity, rate int64) {
+	for _, pol := range kp.candidates(lo, hi) {
+		capacity, rate = max(capacity, pol.Capacity), max(rate, pol.Rate)
+	}
+	return capacity, rate
+}
+
+// static reports whether the key's policy never changes.
+func (kp keyPolicies) static() bool {
+	return len(kp.tiers.moves) == 0 && kp.timelines[kp.tiers.initial].static()
 }

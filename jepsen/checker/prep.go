@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/quorate/quorate/bucket"
@@ -175,24 +176,31 @@ func prepare(h history.History, p Params) prepared {
 		slices.SortStableFunc(kh.decisions, byInvoke)
 		slices.SortStableFunc(kh.reads, byInvoke)
 		slices.SortStableFunc(kh.unknown, byInvoke)
-		kh.tier = keyTier(kh, p)
+		kh.tier = keyTier(kh, p, h)
 		out.keys = append(out.keys, kh)
 	}
 	slices.SortFunc(out.keys, func(a, b *keyHistory) int { return cmp.Compare(a.key, b.key) })
 	return out
 }
 
-// keyTier is the key's tier: from Params, else its first ok answer, else
-// the default.
-func keyTier(kh *keyHistory, p Params) string {
+// keyTier is the key's initial tier: from Params, else its first ok answer
+// completed before any tier assignment of the key was invoked, else the
+// default.
+func keyTier(kh *keyHistory, p Params, h history.History) string {
 	if t, ok := p.KeyTiers[kh.key]; ok && t != "" {
 		return t
+	}
+	moved := int64(math.MaxInt64)
+	for _, a := range h.Assignments {
+		if a.Key == kh.key {
+			moved = min(moved, a.Invoke)
+		}
 	}
 	first := int64(0)
 	tier := ""
 	for _, ds := range [][]decision{kh.decisions, kh.reads} {
 		for _, d := range ds {
-			if d.op.Tier != "" && (tier == "" || d.op.Invoke < first) {
+			if d.op.Tier != "" && d.op.Complete < moved && (tier == "" || d.op.Invoke < first) {
 				tier, first = d.op.Tier, d.op.Invoke
 			}
 		}

@@ -1,11 +1,13 @@
 // Package history is the record of one fault-suite run: every operation the
 // workload invoked with its outcome and the server's answer, every fault the
-// nemesis injected, every policy change, and the clock offsets in force.
+// nemesis injected, every policy change and tier assignment, and the clock
+// offsets in force.
 //
 // Times are nanoseconds since the Unix epoch. Invoke and Complete (and every
 // Event and Policy time) come from the harness's own clock; Stamp is the
 // server's group time. A History is written to a directory as JSON lines
-// (ops.jsonl, events.jsonl, policies.jsonl) plus meta.json, and the same
+// (ops.jsonl, events.jsonl, policies.jsonl, assignments.jsonl) plus
+// meta.json, and the same
 // History always produces the same bytes.
 //
 // The package only records; jepsen/checker judges.
@@ -116,11 +118,30 @@ type Policy struct {
 	Invoke int64 `json:"invoke,omitempty"`
 }
 
+// Assignment is one tier assignment of a client the harness made (PUT
+// /v1/clients/{key}/tier, or DELETE for Tier ""). It takes effect at the
+// key's next decision after it is applied.
+type Assignment struct {
+	// Time is when the assignment was acknowledged if Acked, otherwise when
+	// the harness gave up on it.
+	Time int64 `json:"time"`
+	// Invoke is when the assignment was sent.
+	Invoke int64  `json:"invoke"`
+	Key    string `json:"key"`
+	// Tier is the tier assigned; "" means removed, i.e. the key uses the
+	// default policy.
+	Tier string `json:"tier"`
+	// Acked: the server answered 200, so the assignment is applied. One
+	// that is not acked may take effect at any time after Invoke, or never.
+	Acked bool `json:"acked"`
+}
+
 // History is everything recorded in one run.
 type History struct {
-	Ops      []Op
-	Events   []Event
-	Policies []Policy
+	Ops         []Op
+	Events      []Event
+	Policies    []Policy
+	Assignments []Assignment
 	// ClockOffsets maps each node to the largest |offset| (ns) ever injected
 	// into its clock during the run.
 	ClockOffsets map[string]int64

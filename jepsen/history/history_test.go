@@ -22,7 +22,11 @@ func sample() History {
 			{Time: t0 + 3, Kind: KindNemesis, Name: "kill n2", Phase: PhaseStart, Detail: map[string]string{"z": "1", "a": "2"}},
 			{Time: t0 + 7, Kind: KindNemesis, Name: "kill n2", Phase: PhaseStop},
 		},
-		Policies:     []Policy{{Time: t0 + 4, Tier: "free", Capacity: 10, RatePerSec: "0.5", Version: 3, Acked: true, Invoke: t0 + 2}},
+		Policies: []Policy{{Time: t0 + 4, Tier: "free", Capacity: 10, RatePerSec: "0.5", Version: 3, Acked: true, Invoke: t0 + 2}},
+		Assignments: []Assignment{
+			{Time: t0 + 5, Invoke: t0 + 3, Key: "a", Tier: "hot", Acked: true},
+			{Time: t0 + 8, Invoke: t0 + 6, Key: "a", Tier: ""},
+		},
 		ClockOffsets: map[string]int64{"n2": 250e6, "n1": 0},
 		Meta:         map[string]string{"seed": "42", "nodes": "3"},
 	}
@@ -41,10 +45,10 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	dir2 := t.TempDir()
 	require.NoError(t, got.Write(dir2))
 	assert.Equal(t, first, readAll(t, dir2))
-	for _, name := range []string{OpsFile, EventsFile, PoliciesFile, MetaFile} {
+	for _, name := range []string{OpsFile, EventsFile, PoliciesFile, AssignmentsFile, MetaFile} {
 		assert.Contains(t, first, name)
 	}
-	assert.Len(t, first, 4, "no temporary files left behind")
+	assert.Len(t, first, 5, "no temporary files left behind")
 	info, err := os.Stat(filepath.Join(dir, OpsFile))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
@@ -71,6 +75,7 @@ func TestReadMissingOptionalFiles(t *testing.T) {
 	require.Len(t, h.Ops, 1)
 	assert.Equal(t, "a", h.Ops[0].Key)
 	assert.Empty(t, h.Events)
+	assert.Empty(t, h.Assignments)
 
 	_, err = Read(t.TempDir())
 	assert.Error(t, err, "ops.jsonl is required")
@@ -131,10 +136,15 @@ func TestValidate(t *testing.T) {
 		{Key: "a", Kind: KindAllow, Outcome: OutcomeOK, Invoke: 5, Complete: 4},
 		{Key: "a", Kind: KindAllow, Outcome: OutcomeInfo, Duplicate: true, RequestID: "r"},
 		{Key: "a", Kind: KindAllow, Outcome: OutcomeOK, Duplicate: true},
-	}, Policies: []Policy{{Time: 1}}}
+	}, Policies: []Policy{{Time: 1}}, Assignments: []Assignment{
+		{Time: 1, Invoke: 1, Tier: "hot"},
+		{Time: 1, Key: "a"},
+		{Time: 1, Invoke: 2, Key: "a"},
+	}}
 	errs := h.Validate()
-	require.Len(t, errs, 8)
-	for i, want := range []string{"empty key", "unknown kind", "unknown outcome", "negative cost", "before it is invoked", "duplicate with outcome", "duplicate without a request id", "no tier"} {
+	require.Len(t, errs, 11)
+	for i, want := range []string{"empty key", "unknown kind", "unknown outcome", "negative cost", "before it is invoked", "duplicate with outcome", "duplicate without a request id", "no tier",
+		"assignment 0 has no key", "assignment 1 (key \"a\") has no invoke", "assignment 2 (key \"a\") ends at 1 before it is invoked"} {
 		assert.ErrorContains(t, errs[i], want)
 	}
 }

@@ -14,10 +14,11 @@ import (
 
 // File names inside a history directory.
 const (
-	OpsFile      = "ops.jsonl"
-	EventsFile   = "events.jsonl"
-	PoliciesFile = "policies.jsonl"
-	MetaFile     = "meta.json"
+	OpsFile         = "ops.jsonl"
+	EventsFile      = "events.jsonl"
+	PoliciesFile    = "policies.jsonl"
+	AssignmentsFile = "assignments.jsonl"
+	MetaFile        = "meta.json"
 )
 
 // metaJSON is the body of meta.json.
@@ -27,7 +28,7 @@ type metaJSON struct {
 }
 
 // Write stores h in dir (created if needed) as ops.jsonl, events.jsonl,
-// policies.jsonl and meta.json, one JSON object per line in slice order.
+// policies.jsonl, assignments.jsonl and meta.json, one JSON object per line in slice order.
 // Output is deterministic: the same History gives the same bytes (maps are
 // written with sorted keys). Each file is written to a temporary name and
 // renamed, so a reader never sees half a file.
@@ -42,6 +43,9 @@ func (h History) Write(dir string) error {
 		return err
 	}
 	if err := writeFile(dir, PoliciesFile, func(w io.Writer) error { return writeLines(w, h.Policies) }); err != nil {
+		return err
+	}
+	if err := writeFile(dir, AssignmentsFile, func(w io.Writer) error { return writeLines(w, h.Assignments) }); err != nil {
 		return err
 	}
 	return writeFile(dir, MetaFile, func(w io.Writer) error {
@@ -62,7 +66,7 @@ func (h History) Write(dir string) error {
 }
 
 // Read loads a history written by Write. ops.jsonl must exist; a missing
-// events, policies or meta file reads as empty (a run that crashed early).
+// events, policies, assignments or meta file reads as empty (a run that crashed early).
 func Read(dir string) (History, error) {
 	var h History
 	if err := readLines(filepath.Join(dir, OpsFile), false, &h.Ops); err != nil {
@@ -72,6 +76,9 @@ func Read(dir string) (History, error) {
 		return History{}, err
 	}
 	if err := readLines(filepath.Join(dir, PoliciesFile), true, &h.Policies); err != nil {
+		return History{}, err
+	}
+	if err := readLines(filepath.Join(dir, AssignmentsFile), true, &h.Assignments); err != nil {
 		return History{}, err
 	}
 	b, err := os.ReadFile(filepath.Join(dir, MetaFile))

@@ -31,7 +31,7 @@ func (h History) Keys() []string {
 }
 
 // Span returns the earliest and latest harness time in h (op invokes and
-// completions, event and policy times), or 0, 0 for an empty history.
+// completions, event, policy and assignment times), or 0, 0 for an empty history.
 func (h History) Span() (start, end int64) {
 	first := true
 	see := func(t int64) {
@@ -54,6 +54,10 @@ func (h History) Span() (start, end int64) {
 	for _, p := range h.Policies {
 		see(p.Invoke)
 		see(p.Time)
+	}
+	for _, a := range h.Assignments {
+		see(a.Invoke)
+		see(a.Time)
 	}
 	return start, end
 }
@@ -115,8 +119,9 @@ func nemesisEvents(events []Event) []Event {
 
 // Validate reports what is malformed in h: unknown kinds, outcomes or
 // phases, negative costs, operations that complete before they are invoked,
-// duplicates that are not ok answers, nemesis stops without a start, and
-// policy changes without a tier. It returns nil for a well-formed history.
+// duplicates that are not ok answers, nemesis stops without a start,
+// policy changes without a tier, and tier assignments without a key or
+// invoke time, or that end before they are invoked. It returns nil for a well-formed history.
 func (h History) Validate() []error {
 	var errs []error
 	for i, op := range h.Ops {
@@ -168,6 +173,17 @@ func (h History) Validate() []error {
 		}
 		if p.Invoke != 0 && p.Time < p.Invoke {
 			errs = append(errs, fmt.Errorf("policy change %d (tier %q) ends at %d before it is invoked at %d", i, p.Tier, p.Time, p.Invoke))
+		}
+	}
+	for i, a := range h.Assignments {
+		if a.Key == "" {
+			errs = append(errs, fmt.Errorf("tier assignment %d has no key", i))
+		}
+		if a.Invoke == 0 {
+			errs = append(errs, fmt.Errorf("tier assignment %d (key %q) has no invoke time", i, a.Key))
+		}
+		if a.Time < a.Invoke {
+			errs = append(errs, fmt.Errorf("tier assignment %d (key %q) ends at %d before it is invoked at %d", i, a.Key, a.Time, a.Invoke))
 		}
 	}
 	return errs

@@ -30,6 +30,14 @@ import (
 	"github.com/quorate/quorate/jepsen/workload"
 )
 
+// Mover keys: workload.MoverKey(0..MoverKeys-1) start in tier "hot" and
+// are moved between "hot" and the default every Duration/5 during the run,
+// with MoverFraction of the operations.
+const (
+	MoverKeys     = 3
+	MoverFraction = 0.05
+)
+
 // Config is one run.
 type Config struct {
 	Name     string        // mix name, used in the results folder
@@ -168,6 +176,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, fmt.Errorf("assigning %s: %w", workload.HotKey(i), err)
 		}
 	}
+	for i := range MoverKeys {
+		if err := api.assign(ctx, workload.MoverKey(i), "hot"); err != nil {
+			return sum, fmt.Errorf("assigning %s: %w", workload.MoverKey(i), err)
+		}
+	}
 	_ = hotPolicy
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 42))
@@ -178,6 +191,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	wcfg := workload.Config{
 		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
+		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
 		OpTimeout: time.Second, RetryFor: 20 * time.Second,
 		Duration: cfg.Duration, MaxOps: 2_000_000, Think: 2 * time.Millisecond,
 	}
@@ -188,6 +202,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		ops      []history.Op
 		schedErr error
 		polMu    sync.Mutex
+		moves    []history.Assignment
 	)
 	wg.Add(2)
 	go func() {
@@ -225,6 +240,30 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			}
 		}()
 	}
+	// The tier nemesis: move the mover keys out of "hot" (to the default)
+	// and back, every Duration/5, alongside the faults and policy changes.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; i < 5; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(cfg.Duration / 5):
+			}
+			tier := "hot"
+			if i%2 == 1 {
+				tier = ""
+			}
+			for k := range MoverKeys {
+				a, err := api.setClientTier(ctx, workload.MoverKey(k), tier)
+				if err != nil {
+					log.Warn("tier assignment not acknowledged", "key", a.Key, "tier", tier, "err", err)
+				}
+				moves = append(moves, a) // only this goroutine appends, read after wg.Wait
+			}
+		}
+	}()
 	wg.Wait()
 	if schedErr != nil {
 		log.Warn("nemesis schedule", "err", schedErr)
@@ -245,12 +284,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	h := history.History{
 		Ops:          ops,
 		Policies:     policies,
+		Assignments:  moves,
 		ClockOffsets: c.ClockOffsets(),
 		Meta: map[string]string{
 			"seed": fmt.Sprint(cfg.Seed), "nodes": fmt.Sprint(cfg.Nodes), "nemeses": strings.Join(cfg.Nemeses, ","),
 			"unsafe": fmt.Sprint(cfg.Unsafe), "netns": fmt.Sprint(sum.Netns), "groups": fmt.Sprint(cfg.Groups),
 			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
-			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys),
+			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
 		},
 	}
 	for _, e := range c.Events() {
@@ -350,8 +390,9 @@ func summarize(ds []float64, retried int) Latency {
 }
 
 // ParamsFor derives the checkers' parameters from a recorded history: the
-// hot keys are in tier "hot" with the policy in its metadata, every other
-// key uses the built-in default.
+// hot keys are in tier "hot" with the policy in its metadata, the mover keys
+// start in "hot" (their moves are h.Assignments), every other key uses the
+// built-in default.
 func ParamsFor(h history.History) (checker.Params, error) {
 	var hotCap int64
 	if _, err := fmt.Sscan(h.Meta["hot_capacity"], &hotCap); err != nil {
@@ -361,15 +402,19 @@ func ParamsFor(h history.History) (checker.Params, error) {
 	if err != nil {
 		return checker.Params{}, fmt.Errorf("history metadata: %w", err)
 	}
-	var hotKeys, coldKeys int
+	var hotKeys, coldKeys, moverKeys int
 	fmt.Sscan(h.Meta["hot_keys"], &hotKeys)
 	fmt.Sscan(h.Meta["cold_keys"], &coldKeys)
+	fmt.Sscan(h.Meta["mover_keys"], &moverKeys)
 	keyTiers := map[string]string{}
 	for i := range hotKeys {
 		keyTiers[workload.HotKey(i)] = "hot"
 	}
 	for i := range coldKeys {
 		keyTiers[workload.ColdKey(i)] = bucket.DefaultTierName
+	}
+	for i := range moverKeys {
+		keyTiers[workload.MoverKey(i)] = "hot"
 	}
 	return checker.Params{Default: bucket.BuiltinDefault, Tiers: map[string]bucket.Policy{"hot": hot}, KeyTiers: keyTiers}, nil
 }
@@ -494,6 +539,22 @@ func (a *apiClient) setTier(ctx context.Context, tier string, capacity int64, ra
 	_ = json.Unmarshal(out, &ans)
 	p.Version, p.Acked = ans.Version, true
 	return p, nil
+}
+
+// setClientTier assigns client to tier (PUT), or removes its assignment
+// for tier "" (DELETE), and returns the record of it: acked with the ack
+// time on a 200, not acked (Time: when the harness gave up) otherwise.
+func (a *apiClient) setClientTier(ctx context.Context, client, tier string) (history.Assignment, error) {
+	rec := history.Assignment{Key: client, Tier: tier, Invoke: time.Now().UnixNano()}
+	var err error
+	if tier == "" {
+		_, err = a.call(ctx, http.MethodDelete, "/v1/clients/"+client+"/tier", nil)
+	} else {
+		err = a.assign(ctx, client, tier)
+	}
+	rec.Time = time.Now().UnixNano()
+	rec.Acked = err == nil
+	return rec, err
 }
 
 func (a *apiClient) assign(ctx context.Context, client, tier string) error {

@@ -36,6 +36,11 @@ type Config struct {
 	HotKeys, ColdKeys int
 	// HotFraction is the share of operations on hot keys.
 	HotFraction float64
+	// MoverKeys are keys whose tier the harness changes during the run;
+	// MoverFraction is the share of operations on them (taken after
+	// HotFraction, so a run without movers draws the same keys).
+	MoverKeys     int
+	MoverFraction float64
 	// OpTimeout bounds one attempt (sent to the server as its deadline too).
 	OpTimeout time.Duration
 	// RetryFor is how long an operation whose outcome is unknown keeps being
@@ -51,9 +56,10 @@ type Config struct {
 	Now func() time.Time
 }
 
-// HotKey and ColdKey name the workload's client ids.
-func HotKey(i int) string  { return "hot-" + strconv.Itoa(i) }
-func ColdKey(i int) string { return "cold-" + strconv.Itoa(i) }
+// HotKey, ColdKey and MoverKey name the workload's client ids.
+func HotKey(i int) string   { return "hot-" + strconv.Itoa(i) }
+func ColdKey(i int) string  { return "cold-" + strconv.Itoa(i) }
+func MoverKey(i int) string { return "mover-" + strconv.Itoa(i) }
 
 // answer is the part of POST /v1/allow's body the workload records.
 type answer struct {
@@ -96,8 +102,11 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 				count++
 				mu.Unlock()
 				key := ColdKey(rng.IntN(max(cfg.ColdKeys, 1)))
-				if rng.Float64() < cfg.HotFraction {
+				switch f := rng.Float64(); {
+				case f < cfg.HotFraction:
 					key = HotKey(rng.IntN(max(cfg.HotKeys, 1)))
+				case cfg.MoverKeys > 0 && f < cfg.HotFraction+cfg.MoverFraction:
+					key = MoverKey(rng.IntN(cfg.MoverKeys))
 				}
 				cost := int64(1)
 				if rng.IntN(10) == 0 {

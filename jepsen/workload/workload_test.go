@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,28 @@ func TestRunRecordsEveryOperation(t *testing.T) {
 			assert.LessOrEqual(t, ops[i-1].Invoke, op.Invoke, "ops are in invoke order")
 		}
 	}
+}
+
+func TestMoverKeys(t *testing.T) {
+	assert.Equal(t, "mover-2", MoverKey(2))
+	url := startNode(t)
+	cfg := config(url)
+	cfg.MaxOps, cfg.MoverKeys, cfg.MoverFraction = 200, 3, 0.2
+	seen := map[string]int{}
+	for _, op := range Run(context.Background(), cfg) {
+		switch {
+		case strings.HasPrefix(op.Key, "mover-"):
+			seen["mover"]++
+			assert.Contains(t, []string{MoverKey(0), MoverKey(1), MoverKey(2)}, op.Key)
+		case strings.HasPrefix(op.Key, "hot-"):
+			seen["hot"]++
+		default:
+			seen["cold"]++
+		}
+	}
+	assert.Positive(t, seen["mover"])
+	assert.Less(t, seen["mover"], seen["hot"], "movers get a small share")
+	assert.Positive(t, seen["cold"])
 }
 
 func TestResolveLearnsUnknownOutcomes(t *testing.T) {
