@@ -30,10 +30,11 @@ type nodeMeta struct {
 
 // member is one node as this node last saw it.
 type member struct {
-	meta  nodeMeta
-	state string    // "alive", "dead" or "left"
-	since time.Time // when it entered state
-	leads []bool
+	meta   nodeMeta
+	state  string    // "alive", "dead" or "left"
+	since  time.Time // when it entered state
+	leads  []bool
+	gossip string // the member's gossip address, to reconnect to it
 }
 
 // membership tracks the cluster's nodes through memberlist gossip.
@@ -76,16 +77,15 @@ func newMembership(c membershipConfig) (*membership, error) {
 	mc.Name = c.nodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
-	// Fast failure detection on a LAN: a crashed node is declared dead in
-	// about a second instead of memberlist's default ~6 s.
-	mc.ProbeInterval = 200 * time.Millisecond
-	mc.ProbeTimeout = 100 * time.Millisecond
-	mc.SuspicionMult = 2
+	// Failure detection in a few seconds instead of memberlist's ~6 s, but
+	// not so tight that a busy node is declared dead: raft elections do not
+	// depend on it, only replica replacement (after DeadAfter) and leader
+	// discovery by nodes without a replica do. Dead members are rejoined
+	// by reconnect, as serf does, since memberlist never retries them.
+	mc.ProbeInterval = 500 * time.Millisecond
+	mc.ProbeTimeout = 300 * time.Millisecond
+	mc.SuspicionMult = 4
 	mc.GossipInterval = 100 * time.Millisecond
-	// After a partition heals, reach the nodes we think are dead soon, not
-	// after memberlist's LAN default of 30 s: until then a node that holds
-	// no replica of a group cannot learn its leader from gossip.
-	mc.GossipToTheDeadTime = 2 * time.Second
 	mc.PushPullInterval = 5 * time.Second
 	mc.Delegate = m
 	mc.Events = m
@@ -138,6 +138,28 @@ func (m *membership) leave(timeout time.Duration) error {
 }
 
 func (m *membership) shutdown() error { return m.ml.Shutdown() }
+
+// reconnect tries to rejoin every member believed dead (not those that
+// left). A node declared dead by mistake (a pause, a partition, a busy
+// machine) and alive again is found within one call; memberlist itself
+// stops talking to dead nodes, so without this two sides of a healed
+// partition could each think the other dead for good.
+func (m *membership) reconnect() {
+	m.mu.Lock()
+	var addrs []string
+	for _, mb := range m.members {
+		if mb.state == "dead" && mb.gossip != "" {
+			addrs = append(addrs, mb.gossip)
+		}
+	}
+	m.mu.Unlock()
+	if len(addrs) == 0 {
+		return
+	}
+	if n, err := m.ml.Join(addrs); err != nil && n == 0 {
+		m.logger.Debug("reconnect to dead members failed", "members", addrs, "err", err)
+	}
+}
 
 // snapshot returns a copy of every member but this node, by id.
 func (m *membership) snapshot() map[string]member {
@@ -205,6 +227,7 @@ func (m *membership) update(n *memberlist.Node, state string) {
 	}
 	mb.meta = meta
 	mb.leads = decodeBitmap(meta.Leads, m.groups+1)
+	mb.gossip = n.Address()
 	m.mu.Unlock()
 	if stateChanged {
 		m.logger.Info("member", "node", meta.ID, "state", state, "raft", meta.RaftAddr, "http", meta.HTTPAddr)

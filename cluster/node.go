@@ -198,6 +198,7 @@ func (n *Node) start() error {
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
+	n.every(2*time.Second, nil, n.members.reconnect)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}
