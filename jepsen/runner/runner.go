@@ -211,10 +211,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}()
 	go func() {
 		defer wg.Done()
-		// Faults start after a quiet second and end a few seconds before
-		// the load, so the run ends with a recovery.
+		// Faults start after a quiet second and end (a round can overrun
+		// the schedule by one interval) at least five seconds before the
+		// load, so the run ends with a recovery the checkers can see.
 		time.Sleep(time.Second)
-		schedErr = control.Schedule(ctx, nemeses, cfg.Interval, max(cfg.Duration-5*time.Second, cfg.Interval), rng, nil)
+		schedErr = control.Schedule(ctx, nemeses, cfg.Interval, max(cfg.Duration-2*cfg.Interval-6*time.Second, cfg.Interval), rng, nil)
 	}()
 	if cfg.PolicyChanges {
 		wg.Add(1)
