@@ -16,43 +16,53 @@ import (
 // Path returns the bind-mount path of a namespace created with `ip netns add`.
 func Path(name string) string { return "/var/run/netns/" + name }
 
+// inNamespace runs fn on a fresh goroutine locked to its OS thread, after
+// switching that thread into the network namespace at nsPath. The thread is
+// never unlocked, so the runtime discards it when the goroutine ends and no
+// other goroutine ever runs in that namespace. Sockets fn creates stay in
+// the namespace and may be used from any goroutine. The result arrives on
+// the returned channel.
+func inNamespace[T any](nsPath string, fn func() (T, error)) <-chan result[T] {
+	ch := make(chan result[T], 1)
+	go func() {
+		runtime.LockOSThread() // deliberately never unlocked: see above
+		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			ch <- result[T]{err: fmt.Errorf("netns %s: %w", nsPath, err)}
+			return
+		}
+		err = unix.Setns(fd, unix.CLONE_NEWNET)
+		unix.Close(fd)
+		if err != nil {
+			ch <- result[T]{err: fmt.Errorf("setns %s: %w", nsPath, err)}
+			return
+		}
+		v, err := fn()
+		ch <- result[T]{v: v, err: err}
+	}()
+	return ch
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
 // Dialer returns a DialContext that creates every socket inside the network
-// namespace at nsPath. Each dial runs on a fresh goroutine locked to its OS
-// thread, which switches into the namespace and is never unlocked, so the
-// runtime discards the thread when the goroutine ends and no other
-// goroutine ever runs in that namespace. A socket stays in the namespace it
-// was created in, so the connection can be used from any goroutine.
+// namespace at nsPath.
 func Dialer(nsPath string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			conn net.Conn
-			err  error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // deliberately never unlocked: see above
-			fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				ch <- result{err: fmt.Errorf("netns %s: %w", nsPath, err)}
-				return
-			}
-			err = unix.Setns(fd, unix.CLONE_NEWNET)
-			unix.Close(fd)
-			if err != nil {
-				ch <- result{err: fmt.Errorf("setns %s: %w", nsPath, err)}
-				return
-			}
+		ch := inNamespace(nsPath, func() (net.Conn, error) {
 			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- result{conn: c, err: err}
-		}()
+			return d.DialContext(ctx, network, addr)
+		})
 		select {
 		case r := <-ch:
-			return r.conn, r.err
+			return r.v, r.err
 		case <-ctx.Done():
 			go func() {
-				if r := <-ch; r.conn != nil {
-					r.conn.Close()
+				if r := <-ch; r.v != nil {
+					r.v.Close()
 				}
 			}()
 			return nil, ctx.Err()
@@ -60,30 +70,8 @@ func Dialer(nsPath string) func(ctx context.Context, network, addr string) (net.
 	}
 }
 
-// Listen opens a TCP listener inside the network namespace at nsPath, with
-// the same locked-thread technique as Dialer.
+// Listen opens a TCP listener inside the network namespace at nsPath.
 func Listen(nsPath, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{err: fmt.Errorf("netns %s: %w", nsPath, err)}
-			return
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			ch <- result{err: fmt.Errorf("setns %s: %w", nsPath, err)}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		ch <- result{ln: ln, err: err}
-	}()
-	r := <-ch
-	return r.ln, r.err
+	r := <-inNamespace(nsPath, func() (net.Listener, error) { return net.Listen("tcp", addr) })
+	return r.v, r.err
 }
