@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/quorate/quorate/fsm"
 )
 
 func view(self string, members map[string]string) placementView {
@@ -107,18 +104,4 @@ func TestRendezvousMovesFewGroups(t *testing.T) {
 	// (60), not reshuffle everything (300).
 	assert.Less(t, moved, 100, "replicas moved when a node joined: %d", moved)
 	assert.Greater(t, moved, 20)
-}
-
-func TestRetryIfSafe(t *testing.T) {
-	ctx := context.Background()
-	ambiguous := fmt.Errorf("%w: leadership lost", ErrUnavailable)
-	assert.ErrorIs(t, retryIfSafe(ctx, ambiguous, true), errNotLeader, "with request ids an ambiguous outcome is retried")
-	assert.NotErrorIs(t, retryIfSafe(ctx, ambiguous, false), errNotLeader, "without ids it is reported")
-	assert.NoError(t, retryIfSafe(ctx, nil, true))
-	assert.Equal(t, ErrShuttingDown, retryIfSafe(ctx, ErrShuttingDown, true), "only unavailability is retried")
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	assert.NotErrorIs(t, retryIfSafe(done, ambiguous, true), errNotLeader, "never after the deadline")
-	assert.True(t, allHaveRequestIDs([]fsm.AllowRequest{{Client: "a", RequestID: "1"}}))
-	assert.False(t, allHaveRequestIDs([]fsm.AllowRequest{{Client: "a", RequestID: "1"}, {Client: "b"}}))
 }

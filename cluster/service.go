@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -85,55 +84,13 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 
 func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
-	retrySafe := allHaveRequestIDs(reqs)
-	retried := false
-	check := func(err error) error {
-		if r := retryIfSafe(ctx, err, retrySafe); r != err {
-			retried = true
-			return r
-		}
-		return err
-	}
 	err := n.onLeader(ctx, g,
-		func() (err error) {
-			ds, err = g.batch.submit(ctx, reqs)
-			return check(err)
-		},
+		func() (err error) { ds, err = g.batch.submit(ctx, reqs); return err },
 		func(addr string) (err error) {
 			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: reqs})
-			return check(err)
+			return err
 		})
-	if err == nil && retried {
-		// This call's own first attempt may have been applied before its
-		// answer was lost; the decision found by request id is then this
-		// call's, not a duplicate of an earlier one.
-		for i := range ds {
-			ds[i].Duplicate = false
-		}
-	}
 	return ds, err
-}
-
-func allHaveRequestIDs(reqs []fsm.AllowRequest) bool {
-	for _, r := range reqs {
-		if r.RequestID == "" {
-			return false
-		}
-	}
-	return true
-}
-
-// retryIfSafe turns an ambiguous failure (the entry may or may not have
-// been applied: leadership lost, or the leader's answer lost) into one that
-// onLeader retries, when every request carries a request id: the group
-// remembers applied ids, so a retry returns the original decision (marked
-// duplicate) instead of deciding twice. Without ids, or once ctx is done,
-// the caller gets the ambiguous error.
-func retryIfSafe(ctx context.Context, err error, safe bool) error {
-	if err == nil || !safe || ctx.Err() != nil || errors.Is(err, errNotLeader) || !errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: retrying an ambiguous outcome by request id: %w", errNotLeader, err)
 }
 
 // allowLocalItems decides forwarded requests in groups this node serves.
