@@ -117,68 +117,45 @@ func (n *Node) rpcHandler() http.Handler {
 		defer cancel()
 		writeRPC(w, n.allowLocalItems(ctx, req.Items))
 	})
-	mux.HandleFunc("POST /internal/client", func(w http.ResponseWriter, r *http.Request) {
-		var req rpcClientReq
-		ctx, cancel, ok := decodeRPC(w, r, &req)
-		if !ok {
-			return
-		}
-		defer cancel()
-		v, err := n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
-		writeRPCResult(w, v, err)
+	handleRPC(mux, "/internal/client", func(ctx context.Context, req rpcClientReq) (fsm.ClientView, error) {
+		return n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
 	})
-	mux.HandleFunc("POST /internal/set-tier", func(w http.ResponseWriter, r *http.Request) {
-		var req rpcClientReq
-		ctx, cancel, ok := decodeRPC(w, r, &req)
-		if !ok {
-			return
-		}
-		defer cancel()
+	handleRPC(mux, "/internal/set-tier", func(ctx context.Context, req rpcClientReq) (struct{}, error) {
 		_, err := n.groupFor(req.Client).applyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
-		writeRPCResult(w, struct{}{}, err)
+		return struct{}{}, err
 	})
-	mux.HandleFunc("POST /internal/config-op", func(w http.ResponseWriter, r *http.Request) {
-		var op fsm.ConfigOp
-		ctx, cancel, ok := decodeRPC(w, r, &op)
-		if !ok {
-			return
+	handleRPC(mux, "/internal/config-op", n.changeConfigLocal)
+	handleRPC(mux, "/internal/config", func(ctx context.Context, _ struct{}) (bucket.Config, error) {
+		if err := n.meta.verifyRead(ctx); err != nil {
+			return bucket.Config{}, err
 		}
-		defer cancel()
-		cc, err := n.changeConfigLocal(ctx, op)
-		writeRPCResult(w, cc, err)
+		return n.meta.fsm.Config(), nil
 	})
-	mux.HandleFunc("POST /internal/config", func(w http.ResponseWriter, r *http.Request) {
-		var none struct{}
-		ctx, cancel, ok := decodeRPC(w, r, &none)
-		if !ok {
-			return
-		}
-		defer cancel()
-		err := n.meta.verifyRead(ctx)
-		writeRPCResult(w, n.meta.fsm.Config(), err)
-	})
-	mux.HandleFunc("POST /internal/install-config", func(w http.ResponseWriter, r *http.Request) {
-		// A hint from the meta leader that a new configuration is committed:
-		// reconcile now rather than at the next tick.
-		var cfg bucket.Config
-		_, cancel, ok := decodeRPC(w, r, &cfg)
-		if !ok {
-			return
-		}
-		defer cancel()
+	// A hint from the meta leader that a new configuration is committed:
+	// reconcile now rather than at the next tick.
+	handleRPC(mux, "/internal/install-config", func(_ context.Context, cfg bucket.Config) (struct{}, error) {
 		n.offerConfig(cfg)
-		writeRPCResult(w, struct{}{}, nil)
+		return struct{}{}, nil
 	})
-	mux.HandleFunc("POST /internal/groups", func(w http.ResponseWriter, r *http.Request) {
-		var none struct{}
-		_, cancel, ok := decodeRPC(w, r, &none)
-		if !ok {
-			return
-		}
-		defer cancel()
-		writeRPCResult(w, n.localGroupStatus(), nil)
+	handleRPC(mux, "/internal/groups", func(context.Context, struct{}) ([]GroupStatus, error) {
+		return n.localGroupStatus(), nil
 	})
 	return mux
+}
+
+// handleRPC serves POST path: it decodes a Req, calls fn with the caller's
+// deadline and answers rpcResp[Resp].
+func handleRPC[Req, Resp any](mux *http.ServeMux, path string, fn func(context.Context, Req) (Resp, error)) {
+	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		ctx, cancel, ok := decodeRPC(w, r, &req)
+		if !ok {
+			return
+		}
+		defer cancel()
+		v, err := fn(ctx, req)
+		writeRPCResult(w, v, err)
+	})
 }
 
 func decodeRPC(w http.ResponseWriter, r *http.Request, v any) (context.Context, context.CancelFunc, bool) {
