@@ -53,11 +53,7 @@ func (s *Server) setClientTier(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer cancel()
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
-	if err != nil {
-		return err
-	}
-	tier, err := decodeSetTier(body)
+	tier, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodeSetTier)
 	if err != nil {
 		return err
 	}
@@ -110,11 +106,7 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, kind fsm.C
 		return err
 	}
 	defer cancel()
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
-	if err != nil {
-		return err
-	}
-	p, err := decodePolicy(body)
+	p, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodePolicy)
 	if err != nil {
 		return err
 	}

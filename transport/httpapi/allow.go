@@ -37,11 +37,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer cancel()
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
-	if err != nil {
-		return err
-	}
-	req, err := decodeAllow(body)
+	req, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodeAllow)
 	if err != nil {
 		return err
 	}
@@ -68,11 +64,9 @@ func (s *Server) allowBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer cancel()
-	body, err := readBody(w, r, s.opts.MaxBatchBodyBytes)
-	if err != nil {
-		return err
-	}
-	reqs, err := decodeBatch(body, s.opts.MaxBatch)
+	reqs, err := readAndDecode(w, r, s.opts.MaxBatchBodyBytes, func(b []byte) ([]fsm.AllowRequest, error) {
+		return decodeBatch(b, s.opts.MaxBatch)
+	})
 	if err != nil {
 		return err
 	}

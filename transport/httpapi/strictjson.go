@@ -26,6 +26,16 @@ import (
 // readBody reads r's body after checking its Content-Type (empty or
 // application/json, charset utf-8 if given) and that it is at most limit
 // bytes.
+// readAndDecode reads the body (see readBody) and decodes it with decode.
+func readAndDecode[T any](w http.ResponseWriter, r *http.Request, limit int64, decode func([]byte) (T, error)) (T, error) {
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(body)
+}
+
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, params, err := mime.ParseMediaType(ct)
