@@ -98,10 +98,11 @@ func benchServe(b *testing.B, s *Server, path, body string, want int) {
 	r.Body = rb
 	r.ContentLength = int64(len(body))
 	w := &benchWriter{h: http.Header{}}
+	bodyBytes := []byte(body)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		rb.Reset([]byte(body))
+		rb.Reset(bodyBytes)
 		w.reset()
 		s.ServeHTTP(w, r)
 		if w.status != want {
