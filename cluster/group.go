@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/raftlog"
 )
 
 // metaGroupID names the group that holds the configuration.
@@ -29,7 +28,7 @@ type group struct {
 	logger *slog.Logger
 	fsm    *fsm.FSM
 	raft   *raft.Raft
-	store  *guardedStore
+	store  *raftlog.Store
 	trans  raft.Transport
 	batch  *batcher // nil for the meta group
 
@@ -49,8 +48,9 @@ type group struct {
 type groupConfig struct {
 	id        string
 	index     int
-	bootstrap bool // bootstrap a group with no state, with this node as its only voter
-	dir       string
+	bootstrap bool           // bootstrap a group with no state, with this node as its only voter
+	dir       string         // snapshots
+	store     *raftlog.Store // closed by the group
 	nodeID    string
 	addr      raft.ServerAddress
 	trans     raft.Transport
@@ -62,32 +62,30 @@ type groupConfig struct {
 	onChange  func()       // called when the node starts or stops serving the group; must not block
 }
 
-// openGroup opens (or creates) a group's stores under dir and starts its
-// raft instance. A group with no state is bootstrapped with this node as
+// openGroup starts a group's raft instance on c.store, with snapshots
+// under c.dir. A group with no state is bootstrapped with this node as
 // its only voter if c.bootstrap is set; otherwise it waits, without voting,
 // to be added by the group's leader.
 func openGroup(c groupConfig) (*group, error) {
+	store := c.store
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		store.Close()
 		return nil, err
 	}
 	f, err := fsm.New(c.fsmOpts)
 	if err != nil {
+		store.Close()
 		return nil, err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.dir, "raft.db")})
-	if err != nil {
-		return nil, fmt.Errorf("group %s: open log: %w", c.id, err)
-	}
-	store := &guardedStore{bolt: bolt}
 	hl := newHCLogger(c.logger, "raft", c.logLevel)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.dir, 2, hl)
 	if err != nil {
-		store.close()
+		store.Close()
 		return nil, fmt.Errorf("group %s: open snapshots: %w", c.id, err)
 	}
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
-		store.close()
+		store.Close()
 		return nil, err
 	}
 
@@ -105,7 +103,7 @@ func openGroup(c groupConfig) (*group, error) {
 
 	has, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		store.close()
+		store.Close()
 		return nil, err
 	}
 	if !has && c.bootstrap {
@@ -113,13 +111,13 @@ func openGroup(c groupConfig) (*group, error) {
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.addr,
 		}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.trans, boot); err != nil {
-			store.close()
+			store.Close()
 			return nil, fmt.Errorf("group %s: bootstrap: %w", c.id, err)
 		}
 	}
 	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.trans)
 	if err != nil {
-		store.close()
+		store.Close()
 		return nil, fmt.Errorf("group %s: start raft: %w", c.id, err)
 	}
 	g := &group{
@@ -273,5 +271,5 @@ func (g *group) close() error {
 	}
 	err := fut.Error()
 	g.wg.Wait()
-	return errors.Join(err, g.store.close())
+	return errors.Join(err, g.store.Close())
 }

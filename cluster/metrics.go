@@ -10,6 +10,7 @@ import (
 type nodeMetrics struct {
 	node      *Node
 	batchSize prometheus.Histogram
+	syncs     *prometheus.Desc
 	state     *prometheus.Desc
 	term      *prometheus.Desc
 	applied   *prometheus.Desc
@@ -26,6 +27,8 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 			Help:    "Decisions carried by each allow log entry this node proposed (group commit batch size).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
+		syncs: prometheus.NewDesc("quorate_log_syncs_total",
+			"Durable commits of this node's raft log: fsyncs of the shared log's WAL (each may carry entries of many groups), or synced raft-boltdb transactions.", nil, nil),
 		state: prometheus.NewDesc("quorate_raft_state",
 			"Raft state of this node in each group: 0 follower, 1 candidate, 2 leader, 3 shutdown.", []string{"group"}, nil),
 		term:    prometheus.NewDesc("quorate_raft_term", "Current raft term of each group.", []string{"group"}, nil),
@@ -52,7 +55,7 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.state, m.term, m.applied, m.commit, m.buckets, m.version} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version} {
 		ch <- d
 	}
 }
@@ -63,6 +66,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 	if n.meta == nil {
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.syncs()))
 	for _, g := range append([]*group{n.meta}, n.groups...) {
 		st := g.status()
 		ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, raftStateValue(g.raft.State()), g.id)

@@ -8,14 +8,12 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -43,6 +41,7 @@ type Node struct {
 	rpcSrv   *http.Server
 	rpc      *rpcClient
 	members  *membership
+	logs     *logStores
 
 	leaving atomic.Bool
 
@@ -60,12 +59,6 @@ type Node struct {
 	closeErr    error
 }
 
-// clusterFile records facts fixed when the node's data dir was created.
-type clusterFile struct {
-	NodeID string `json:"node_id"`
-	Groups int    `json:"groups"`
-}
-
 // New opens the node's data dir, starts every group, gossip and the
 // internal RPC, and returns once they are running (not necessarily led yet:
 // see Ready). A node with an empty data dir and no Join list bootstraps a
@@ -75,9 +68,11 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkClusterFile(opts); err != nil {
+	layout, err := checkClusterFile(opts)
+	if err != nil {
 		return nil, err
 	}
+	opts.LogStore = layout
 	ln, err := net.Listen("tcp", opts.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
@@ -124,14 +119,30 @@ func (n *Node) start() error {
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
 
-	hasState, err := anyGroupState(opts.DataDir)
+	if n.logs, err = openLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
+		return err
+	}
+	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
+	metaStore, err := n.logs.open(metaGroupID, groupDir(metaGroupID))
 	if err != nil {
 		return err
 	}
-	bootstrap := !hasState && len(opts.Join) == 0
+	existing, err := hasState(metaStore)
+	if err != nil {
+		metaStore.Close()
+		return err
+	}
+	bootstrap := !existing && len(opts.Join) == 0
 	open := func(id string, index int, dir string, onLeader func(*group)) (*group, error) {
+		store := metaStore
+		if id != metaGroupID {
+			if store, err = n.logs.open(id, groupDir(dir)); err != nil {
+				return nil, err
+			}
+		}
 		layer, err := layer("g/" + id)
 		if err != nil {
+			store.Close()
 			return nil, err
 		}
 		trans := noPipeline{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -144,7 +155,8 @@ func (n *Node) start() error {
 			id:        id,
 			index:     index,
 			bootstrap: bootstrap,
-			dir:       filepath.Join(opts.DataDir, "groups", dir),
+			dir:       groupDir(dir),
+			store:     store,
 			nodeID:    opts.NodeID,
 			addr:      raft.ServerAddress(n.raftAddr),
 			trans:     trans,
@@ -177,7 +189,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	if hasState {
+	if existing {
 		// A restarting node already knows its groups' voters: raft works
 		// without gossip, so find the other nodes in the background (they
 		// may be restarting too).
@@ -194,7 +206,7 @@ func (n *Node) start() error {
 	if err := n.metrics.register(opts.Registerer); err != nil {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
-	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "replicas", opts.Replicas)
+	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas)
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
@@ -250,41 +262,6 @@ func advertised(configured string, bound net.Addr) string {
 		return configured
 	}
 	return bound.String()
-}
-
-// anyGroupState reports whether the data dir already holds raft state.
-func anyGroupState(dir string) (bool, error) {
-	_, err := os.Stat(filepath.Join(dir, "groups", metaGroupID, "raft.db"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-func checkClusterFile(opts Options) error {
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(opts.DataDir, "quorate.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		data, _ = json.MarshalIndent(clusterFile{NodeID: opts.NodeID, Groups: opts.Groups}, "", "  ")
-		return os.WriteFile(path, append(data, '\n'), 0o644)
-	}
-	if err != nil {
-		return err
-	}
-	var cf clusterFile
-	if err := json.Unmarshal(data, &cf); err != nil {
-		return fmt.Errorf("cluster: %s: %w", path, err)
-	}
-	if cf.Groups != opts.Groups {
-		return fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", opts.DataDir, cf.Groups, opts.Groups)
-	}
-	if cf.NodeID != opts.NodeID {
-		return fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", opts.DataDir, cf.NodeID, opts.NodeID)
-	}
-	return nil
 }
 
 // RaftAddr returns the address peers reach this node's raft and RPC at.
@@ -507,6 +484,9 @@ func (n *Node) Close() error {
 		}
 		n.fwdMu.Unlock()
 		errs = append(errs, n.mux.Close())
+		if n.logs != nil {
+			errs = append(errs, n.logs.close())
+		}
 		n.closeErr = errors.Join(errs...)
 		close(n.done)
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,9 +137,15 @@ func TestWorkedExampleOnNode(t *testing.T) {
 }
 
 func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
+	for _, layout := range []string{LogStoreShared, LogStoreBoltDB} {
+		t.Run(layout, func(t *testing.T) { testRestartKeepsState(t, layout) })
+	}
+}
+
+func testRestartKeepsState(t *testing.T, layout string) {
 	dir := t.TempDir()
 	clock := newManualClock()
-	n := startNode(t, dir, clock)
+	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout })
 	setTier(t, n, "pro", 100, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro"))
 	for range 30 {
@@ -151,7 +159,7 @@ func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
 	require.Equal(t, int64(70), before.Decision.RemainingTokens())
 	require.NoError(t, n.Close())
 
-	n2 := startNode(t, dir, clock)
+	n2 := startNode(t, dir, clock) // the data dir's layout
 	after, err := n2.Client(ctx(t), "carol")
 	require.NoError(t, err)
 	assert.Equal(t, before.Decision.Remaining, after.Decision.Remaining)
@@ -259,6 +267,45 @@ func TestDataDirRemembersGroupCount(t *testing.T) {
 	assert.ErrorContains(t, err, "created with 4 groups")
 	_, err = New(Options{NodeID: "other", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "belongs to node")
+}
+
+func TestDataDirRemembersLogStore(t *testing.T) {
+	dir := t.TempDir()
+	clock := newManualClock()
+	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = LogStoreBoltDB })
+	allowOne(t, n, "dora", 2)
+	require.NoError(t, n.Close())
+	open := func(layout string) (*Node, error) {
+		return New(Options{NodeID: "n1", DataDir: dir, Groups: 4, LogStore: layout, Clock: clock, Logger: slog.New(slog.DiscardHandler),
+			RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Raft: fastRaft, ReclaimInterval: -1})
+	}
+	_, err := open(LogStoreShared)
+	assert.ErrorContains(t, err, `created with log store "boltdb", not "shared"`)
+
+	// A quorate.json from before the layout was recorded means boltdb.
+	path := filepath.Join(dir, "quorate.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"node_id": "n1", "groups": 4}`), 0o644))
+	_, err = open(LogStoreShared)
+	assert.ErrorContains(t, err, `created with log store "boltdb"`)
+	n, err = open("")
+	require.NoError(t, err)
+	defer n.Close()
+	require.Eventually(t, func() bool { return n.Ready(context.Background()) == nil }, 10*time.Second, 5*time.Millisecond)
+	v, err := n.Client(ctx(t), "dora")
+	require.NoError(t, err)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity-2, v.Decision.RemainingTokens(), "the boltdb log was reopened, not replaced")
+
+	_, err = open("rocksdb")
+	assert.ErrorContains(t, err, "log store must be")
+}
+
+func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, newManualClock())
+	require.NoError(t, n.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, "quorate.json")))
+	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
+	assert.ErrorContains(t, err, "holds raft state but no quorate.json")
 }
 
 func TestInvalidInitialDefaultRefused(t *testing.T) {

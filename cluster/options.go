@@ -44,6 +44,10 @@ type Options struct {
 	// (DefaultGroups if zero). A node refuses to start with a data dir
 	// created with another number.
 	Groups int
+	// LogStore is the raft log layout, LogStoreShared or LogStoreBoltDB. A
+	// data dir keeps the layout it was created with: empty means that one
+	// (LogStoreShared for a new data dir), and any other is refused.
+	LogStore string
 	// Initial seeds the configuration of a new cluster: its default policy
 	// and tiers are installed as configuration version 1 when the meta group
 	// first has a leader and holds version 0. Later changes go through the
@@ -118,6 +122,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Groups < 1 || o.Groups > 1024 {
 		return o, fmt.Errorf("cluster: groups must be 1..1024, got %d", o.Groups)
+	}
+	switch o.LogStore {
+	case "", LogStoreShared, LogStoreBoltDB:
+	default:
+		return o, fmt.Errorf("cluster: log store must be %q or %q, got %q", LogStoreShared, LogStoreBoltDB, o.LogStore)
 	}
 	if o.Initial.Default == (bucket.Policy{}) {
 		o.Initial.Default = bucket.BuiltinDefault

@@ -1,106 +1,196 @@
 package cluster
 
 import (
-	"sync"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 
-	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/quorate/quorate/raftlog"
 )
 
-// guardedStore is a group's raft-boltdb log and stable store, made safe to
-// close while raft's network transport may still be handling a heartbeat.
-// hashicorp/raft answers heartbeats on the transport's own goroutines, which
-// Raft.Shutdown does not wait for, and panics if the stable store fails a
-// write. So close waits for operations in progress, and an operation that
-// arrives after close blocks forever rather than fail: it belongs to a raft
-// instance that has already shut down, and the process is going away or
-// reopening the store under a new instance.
-type guardedStore struct {
-	bolt   *raftboltdb.BoltStore
-	mu     sync.RWMutex
-	closed bool
-}
-
-var (
-	_ raft.LogStore    = (*guardedStore)(nil)
-	_ raft.StableStore = (*guardedStore)(nil)
+// Log store layouts (Options.LogStore).
+const (
+	// LogStoreShared keeps every group's raft log in one pebble database per
+	// node, so groups share write-ahead-log fsyncs (the default).
+	LogStoreShared = "shared"
+	// LogStoreBoltDB keeps each group's raft log in its own raft-boltdb/v2
+	// file, every commit synced on its own (the layout of data dirs created
+	// before the shared store existed).
+	LogStoreBoltDB = "boltdb"
 )
 
-// enter must be paired with s.mu.RUnlock.
-func (s *guardedStore) enter() {
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		select {} // see the type's comment
+// logStores opens the raft log and stable store of each group in the layout
+// the data dir was created with.
+type logStores struct {
+	layout  string
+	dataDir string
+	shared  *raftlog.DB // LogStoreShared
+	bolt    raftlog.Bolt
+}
+
+func openLogStores(dataDir, layout string, logger *slog.Logger) (*logStores, error) {
+	s := &logStores{layout: layout, dataDir: dataDir}
+	if layout == LogStoreShared {
+		db, err := raftlog.OpenShared(filepath.Join(dataDir, "log"), raftlog.Options{Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		s.shared = db
 	}
+	return s, nil
 }
 
-func (s *guardedStore) close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
+// open opens the store of group id, whose snapshots live in dir.
+func (s *logStores) open(id, dir string) (*raftlog.Store, error) {
+	if s.shared != nil {
+		return s.shared.Group(id)
 	}
-	s.closed = true
-	return s.bolt.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return s.bolt.Open(filepath.Join(dir, "raft.db"))
 }
 
-func (s *guardedStore) FirstIndex() (uint64, error) {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.FirstIndex()
+// syncs counts the log's durable commits since the node started: pebble
+// WAL fsyncs (each may carry many groups' entries), or bolt write
+// transactions.
+func (s *logStores) syncs() uint64 {
+	if s.shared != nil {
+		return s.shared.Syncs()
+	}
+	return s.bolt.Syncs()
 }
 
-func (s *guardedStore) LastIndex() (uint64, error) {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.LastIndex()
+// close closes the shared database, if any, after the groups' stores.
+func (s *logStores) close() error {
+	if s.shared != nil {
+		return s.shared.Close()
+	}
+	return nil
 }
 
-func (s *guardedStore) GetLog(index uint64, log *raft.Log) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.GetLog(index, log)
+// hasState reports whether a group's store holds raft state: a log entry
+// or a term.
+func hasState(st *raftlog.Store) (bool, error) {
+	last, err := st.LastIndex()
+	if err != nil || last > 0 {
+		return last > 0, err
+	}
+	_, err = st.GetUint64([]byte("CurrentTerm"))
+	if errors.Is(err, raftlog.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
-func (s *guardedStore) StoreLog(log *raft.Log) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.StoreLog(log)
+// clusterFile records facts fixed when the node's data dir was created.
+type clusterFile struct {
+	NodeID string `json:"node_id"`
+	Groups int    `json:"groups"`
+	// LogStore is the log layout; data dirs from before it was recorded
+	// hold raft-boltdb files.
+	LogStore string `json:"log_store,omitempty"`
 }
 
-func (s *guardedStore) StoreLogs(logs []*raft.Log) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.StoreLogs(logs)
+// checkClusterFile creates the data dir's quorate.json, or checks opts
+// against it, and returns the log layout to use: opts.LogStore, or for an
+// empty one, the recorded layout (LogStoreShared for a new data dir).
+func checkClusterFile(opts Options) (string, error) {
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(opts.DataDir, "quorate.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if state, err := anyLogState(opts.DataDir); err != nil || state {
+			if err == nil {
+				err = fmt.Errorf("cluster: data dir %s holds raft state but no quorate.json: restore the file rather than start over", opts.DataDir)
+			}
+			return "", err
+		}
+		layout := orDefault(opts.LogStore, LogStoreShared)
+		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: layout}
+		return layout, writeFileAtomic(path, cf)
+	}
+	if err != nil {
+		return "", err
+	}
+	var cf clusterFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return "", fmt.Errorf("cluster: %s: %w", path, err)
+	}
+	recorded := orDefault(cf.LogStore, LogStoreBoltDB)
+	switch {
+	case cf.Groups != opts.Groups:
+		return "", fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", opts.DataDir, cf.Groups, opts.Groups)
+	case cf.NodeID != opts.NodeID:
+		return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", opts.DataDir, cf.NodeID, opts.NodeID)
+	case opts.LogStore != "" && opts.LogStore != recorded:
+		return "", fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", opts.DataDir, recorded, opts.LogStore, recorded)
+	}
+	return recorded, nil
 }
 
-func (s *guardedStore) DeleteRange(min, max uint64) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.DeleteRange(min, max)
+// orDefault returns s, or def if s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
-func (s *guardedStore) Set(key, val []byte) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.Set(key, val)
+// anyLogState reports whether dir holds a raft log of either layout.
+func anyLogState(dir string) (bool, error) {
+	for _, p := range []string{filepath.Join(dir, "log"), filepath.Join(dir, "groups", metaGroupID, "raft.db")} {
+		if ok, err := exists(p); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
-func (s *guardedStore) Get(key []byte) ([]byte, error) {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.Get(key)
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
-func (s *guardedStore) SetUint64(key []byte, val uint64) error {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.SetUint64(key, val)
-}
-
-func (s *guardedStore) GetUint64(key []byte) (uint64, error) {
-	s.enter()
-	defer s.mu.RUnlock()
-	return s.bolt.GetUint64(key)
+// writeFileAtomic writes v as indented JSON to path through a synced
+// temporary file and a rename, so a crash leaves the old file or the new
+// one, never a torn one.
+func writeFileAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".quorate-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }

@@ -33,6 +33,7 @@ type serveFlags struct {
 	deadAfter   time.Duration
 	leaveOnTerm bool
 	groups      int
+	logStore    string
 	config      string
 	logLevel    string
 	logFormat   string
@@ -57,6 +58,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.deadAfter, "dead-after", cluster.DefaultDeadAfter, "how long a node must be dead before its replicas are placed elsewhere")
 	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGINT/SIGTERM, leave the cluster (hand over groups, be removed as a voter) instead of just stopping")
 	fs.IntVar(&f.groups, "groups", cluster.DefaultGroups, "number of data groups, fixed when the cluster is created")
+	fs.StringVar(&f.logStore, "log-store", "", `raft log layout: "shared" (one log for every group, fsyncs shared) or "boltdb" (a raft-boltdb file per group); empty: the data dir's, "shared" for a new one`)
 	fs.StringVar(&f.config, "config", "", "JSON file with the default policy and tiers a new cluster starts with")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -149,6 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Replicas:        f.replicas,
 		DeadAfter:       f.deadAfter,
 		Groups:          f.groups,
+		LogStore:        f.logStore,
 		Initial:         initial,
 		Logger:          logger,
 		Registerer:      reg,
