@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/fsm"
 )
@@ -24,15 +27,28 @@ type outcome struct {
 // it: whatever arrives while maxInflight entries are in flight is gathered
 // into the next entry, so fsync and replication are paid per entry, not per
 // request. Each entry is stamped with the leader's clock when it is built.
+//
+// Two goroutines do the work: run gathers and proposes, complete waits for
+// each entry's future and answers its callers. Raft finishes a group's
+// futures in log order, so complete takes them in the order proposed.
 type batcher struct {
 	g           *group
 	clock       Clock
 	maxBatch    int
 	in          chan *submission
-	inflight    chan struct{}
+	slots       chan struct{} // one per entry in flight, maxInflight in all
+	pending     chan entry    // proposed entries, oldest first (never more than maxInflight)
 	stop        chan struct{}
-	wg          sync.WaitGroup
+	running     sync.WaitGroup // run
+	completing  sync.WaitGroup // complete
 	observeSize func(n int)
+}
+
+// entry is one proposed allow entry and the submissions riding in it.
+type entry struct {
+	fut  raft.ApplyFuture
+	subs []*submission
+	n    int // decisions
 }
 
 func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int)) *batcher {
@@ -41,12 +57,15 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 		clock:       clock,
 		maxBatch:    maxBatch,
 		in:          make(chan *submission, 4*maxBatch),
-		inflight:    make(chan struct{}, maxInflight),
+		slots:       make(chan struct{}, maxInflight),
+		pending:     make(chan entry, maxInflight),
 		stop:        make(chan struct{}),
 		observeSize: observeSize,
 	}
-	b.wg.Add(1)
+	b.running.Add(1)
 	go b.run()
+	b.completing.Add(1)
+	go b.complete()
 	return b
 }
 
@@ -75,7 +94,13 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 }
 
 func (b *batcher) run() {
-	defer b.wg.Done()
+	defer b.running.Done()
+	defer close(b.pending) // complete answers what is in flight, then returns
+	var (
+		subs []*submission
+		reqs []fsm.AllowRequest
+		buf  []byte
+	)
 	for {
 		var first *submission
 		select {
@@ -87,13 +112,13 @@ func (b *batcher) run() {
 		// Wait for an in-flight slot before gathering, so that everything
 		// arriving meanwhile joins this entry.
 		select {
-		case b.inflight <- struct{}{}:
+		case b.slots <- struct{}{}:
 		case <-b.stop:
 			first.done <- outcome{err: ErrShuttingDown}
 			b.failQueued()
 			return
 		}
-		subs, n := []*submission{first}, len(first.reqs)
+		subs, n := append(subs[:0], first), len(first.reqs)
 	gather:
 		for n < b.maxBatch {
 			select {
@@ -104,15 +129,20 @@ func (b *batcher) run() {
 				break gather
 			}
 		}
-		b.propose(subs)
+		var e entry
+		e, reqs, buf = b.propose(subs, reqs[:0], buf[:0])
+		if e.fut == nil {
+			<-b.slots
+			continue
+		}
+		b.pending <- e // never blocks: a slot is held for it
 	}
 }
 
-// propose builds one allow entry from subs and hands it to raft; a
-// goroutine delivers the results and frees the in-flight slot.
-func (b *batcher) propose(subs []*submission) {
-	live := subs[:0]
-	var reqs []fsm.AllowRequest
+// propose builds one allow entry from the live submissions of subs and
+// hands it to raft. reqs and buf are scratch space, returned for reuse.
+func (b *batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byte) (entry, []fsm.AllowRequest, []byte) {
+	live := make([]*submission, 0, len(subs))
 	timeout := enqueueTimeout(context.Background())
 	for _, s := range subs {
 		if err := s.ctx.Err(); err != nil {
@@ -128,37 +158,48 @@ func (b *batcher) propose(subs []*submission) {
 		reqs = append(reqs, s.reqs...)
 	}
 	if len(live) == 0 {
-		<-b.inflight
-		return
+		return entry{}, reqs, buf
 	}
 	if b.observeSize != nil {
 		b.observeSize(len(reqs))
 	}
-	cmd := fsm.Allow{Stamp: b.clock.Now().UnixNano(), Requests: reqs}
-	fut := b.g.raft.Apply(fsm.Encode(cmd), timeout)
-	go func() {
-		defer func() { <-b.inflight }()
-		if err := fut.Error(); err != nil {
-			err = raftError(b.g.id, err)
-			for _, s := range live {
-				s.done <- outcome{err: err}
-			}
-			return
+	// raft keeps the entry's bytes, so they are copied out of buf.
+	buf = fsm.AppendCommand(buf, fsm.Allow{Stamp: b.clock.Now().UnixNano(), Requests: reqs})
+	fut := b.g.raft.Apply(bytes.Clone(buf), timeout)
+	return entry{fut: fut, subs: live, n: len(reqs)}, reqs, buf
+}
+
+// complete answers the callers of each proposed entry once raft has
+// decided it.
+func (b *batcher) complete() {
+	defer b.completing.Done()
+	for e := range b.pending {
+		b.deliver(e)
+		<-b.slots
+	}
+}
+
+func (b *batcher) deliver(e entry) {
+	if err := e.fut.Error(); err != nil {
+		err = raftError(b.g.id, err)
+		for _, s := range e.subs {
+			s.done <- outcome{err: err}
 		}
-		res, ok := fut.Response().(*fsm.AllowResult)
-		if !ok || len(res.Decisions) != len(reqs) {
-			err := fmt.Errorf("group %s: unexpected apply result %T", b.g.id, fut.Response())
-			for _, s := range live {
-				s.done <- outcome{err: err}
-			}
-			return
+		return
+	}
+	res, ok := e.fut.Response().(*fsm.AllowResult)
+	if !ok || len(res.Decisions) != e.n {
+		err := fmt.Errorf("group %s: unexpected apply result %T", b.g.id, e.fut.Response())
+		for _, s := range e.subs {
+			s.done <- outcome{err: err}
 		}
-		off := 0
-		for _, s := range live {
-			s.done <- outcome{decisions: res.Decisions[off : off+len(s.reqs) : off+len(s.reqs)]}
-			off += len(s.reqs)
-		}
-	}()
+		return
+	}
+	off := 0
+	for _, s := range e.subs {
+		s.done <- outcome{decisions: res.Decisions[off : off+len(s.reqs) : off+len(s.reqs)]}
+		off += len(s.reqs)
+	}
 }
 
 // failQueued answers everything still queued with ErrShuttingDown.
@@ -173,7 +214,13 @@ func (b *batcher) failQueued() {
 	}
 }
 
+// close stops taking submissions and answers those queued with
+// ErrShuttingDown. Entries in flight are answered when raft finishes them:
+// call wait after shutting raft down.
 func (b *batcher) close() {
 	close(b.stop)
-	b.wg.Wait()
+	b.running.Wait()
 }
+
+// wait returns once every proposed entry has been answered.
+func (b *batcher) wait() { b.completing.Wait() }

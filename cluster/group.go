@@ -270,6 +270,9 @@ func (g *group) close() error {
 		_ = c.Close()
 	}
 	err := fut.Error()
+	if g.batch != nil {
+		g.batch.wait()
+	}
 	g.wg.Wait()
 	return errors.Join(err, g.store.Close())
 }

@@ -25,6 +25,9 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	if unsafeLocalDecisions {
 		return n.allowUnsafe(reqs), nil
 	}
+	if len(reqs) == 1 {
+		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
+	}
 	byGroup := map[int][]int{}
 	for i, r := range reqs {
 		g := GroupOf(r.Client, len(n.groups))
