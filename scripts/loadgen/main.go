@@ -1,11 +1,26 @@
-// Command loadgen drives quorate's POST /v1/allow from many concurrent
-// keep-alive connections and reports throughput, latency percentiles and
-// outcomes. It is bounded in both time (-duration) and count (-requests)
-// and refuses targets outside the loopback range.
+// Command loadgen drives a rate limiter from many concurrent connections,
+// one call at a time per connection, and reports throughput, latency
+// percentiles and outcomes. One call is one decision (or, with -batch, one
+// POST /v1/allow/batch of that many). It speaks to three kinds of target
+// (-mode):
+//
+//	quorate     quorate's POST /v1/allow (or /v1/allow/batch), and the
+//	            ceiling (scripts/ceiling), which serves the same API
+//	gubernator  gubernator v2's POST /v1/GetRateLimits, one LEAKY_BUCKET
+//	            request per call: gubernator's continuously refilling bucket
+//	redis       EVALSHA of a Lua token bucket (tokenbucket.lua) over RESP
+//
+// Every mode decides under the same policy, quorate's built-in default
+// (-capacity, -rate), with the same key choice. With -pids and -metrics it
+// also measures the servers: CPU time from /proc/PID/stat and quorate's
+// group-commit and fsync counters from /metrics, before and after the load.
+//
+// It is bounded in both time (-duration) and count (-requests) and refuses
+// targets outside the loopback range. "loadgen report" turns the -json
+// results of several runs into one table (see report.go).
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,14 +29,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorate/quorate/bucket"
 )
 
 func main() {
@@ -31,31 +49,62 @@ func main() {
 	}
 }
 
+// result is one run's outcome, printed by -json and read by "loadgen report".
 type result struct {
+	Label        string   `json:"label,omitempty"`
+	Mode         string   `json:"mode"`
 	Targets      []string `json:"targets"`
 	Connections  int      `json:"connections"`
 	Keys         int      `json:"keys"`
-	Requests     int64    `json:"requests"`
+	Batch        int      `json:"batch"`
+	Calls        int64    `json:"calls"`
+	Requests     int64    `json:"requests"` // decisions asked for, failed calls included
 	Allowed      int64    `json:"allowed"`
 	Denied       int64    `json:"denied"`
-	Errors       int64    `json:"errors"`
+	Errors       int64    `json:"errors"` // failed calls
 	Seconds      float64  `json:"seconds"`
-	PerSecond    float64  `json:"per_second"`
-	P50Micros    int64    `json:"p50_us"`
+	PerSecond    float64  `json:"per_second"` // decisions answered per second
+	P50Micros    int64    `json:"p50_us"`     // latency of one call
 	P90Micros    int64    `json:"p90_us"`
 	P99Micros    int64    `json:"p99_us"`
 	MaxMicros    int64    `json:"max_us"`
 	FirstErrText string   `json:"first_error,omitempty"`
+	serverStats
+}
+
+// config is what a run needs besides the flags that only run reads.
+type config struct {
+	mode      string
+	targets   []string
+	conns     int
+	batch     int
+	policy    bucket.Policy
+	keys      []string
+	maxReq    int64
+	seed      uint64
+	duration  time.Duration
+	probePIDs []int
+	probeURLs []string
 }
 
 func run(args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "report" {
+		return runReport(args[1:], stdout)
+	}
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	targets := fs.String("targets", "http://127.0.0.1:7070", "comma-separated base URLs (loopback only); connections are spread over them")
+	mode := fs.String("mode", "quorate", "target kind: quorate (also the ceiling), gubernator or redis")
+	targets := fs.String("targets", "http://127.0.0.1:7070", "comma-separated base URLs (loopback only; redis://host:port for redis); connections are spread over them")
 	conns := fs.Int("c", 64, "concurrent connections")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run (at most 10m)")
-	maxReq := fs.Int64("requests", 5_000_000, "stop after this many requests")
-	keys := fs.Int("keys", 10000, "distinct client ids")
-	prefix := fs.String("prefix", "load", "client id prefix")
+	maxReq := fs.Int64("requests", 5_000_000, "stop after asking for this many decisions")
+	keys := fs.Int("keys", 10000, "distinct client ids, chosen uniformly (1: a single hot key)")
+	batch := fs.Int("batch", 1, "decisions per call; above 1 uses POST /v1/allow/batch (quorate mode only)")
+	prefix := fs.String("prefix", "load", "client id prefix (letters, digits, '.', '_', '-')")
+	capacity := fs.Int64("capacity", bucket.BuiltinDefault.Capacity, "bucket capacity for gubernator and redis (quorate uses its own policy)")
+	rate := fs.String("rate", bucket.BuiltinDefault.RateString(), "refill in tokens per second for gubernator and redis")
+	pids := fs.String("pids", "", "comma-separated server PIDs whose CPU time (utime+stime) is measured over the run")
+	metrics := fs.String("metrics", "", "comma-separated base URLs whose /metrics are read before and after the run (quorate's raft and fsync counters)")
+	label := fs.String("label", "", "name of the target in the JSON result and the report")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
 	if err := fs.Parse(args); err != nil {
@@ -64,61 +113,150 @@ func run(args []string, stdout io.Writer) error {
 	if *duration <= 0 || *duration > 10*time.Minute {
 		return errors.New("-duration must be in (0, 10m]")
 	}
-	if *conns < 1 || *conns > 4096 || *keys < 1 {
-		return errors.New("-c must be 1..4096 and -keys at least 1")
+	if *conns < 1 || *conns > 4096 || *keys < 1 || *keys > 10_000_000 {
+		return errors.New("-c must be 1..4096 and -keys 1..10,000,000")
 	}
-	urls := strings.Split(*targets, ",")
-	for _, u := range urls {
+	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate") {
+		return errors.New("-batch must be 1..1000, and above 1 only in quorate mode")
+	}
+	if !prefixRE.MatchString(*prefix) {
+		return fmt.Errorf("-prefix %q: use letters, digits, '.', '_' and '-'", *prefix)
+	}
+	r, err := bucket.ParseRate(*rate)
+	if err != nil {
+		return fmt.Errorf("-rate: %w", err)
+	}
+	policy := bucket.Policy{Capacity: *capacity, Rate: r}
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	if policy.Rate == 0 {
+		return errors.New("-rate must be above 0")
+	}
+	cfg := config{
+		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics),
+	}
+	for i := range *keys {
+		cfg.keys = append(cfg.keys, *prefix+"-"+strconv.Itoa(i))
+	}
+	for _, p := range splitList(*pids) {
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid <= 0 {
+			return fmt.Errorf("-pids: %q is not a process id", p)
+		}
+		cfg.probePIDs = append(cfg.probePIDs, pid)
+	}
+	if len(cfg.targets) == 0 {
+		return errors.New("-targets is empty")
+	}
+	for _, u := range slices.Concat(cfg.targets, cfg.probeURLs) {
 		if err := checkLoopback(u); err != nil {
 			return err
 		}
 	}
+	res, err := load(cfg)
+	if err != nil {
+		return err
+	}
+	res.Label = *label
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	printResult(stdout, res)
+	return nil
+}
 
-	tr := &http.Transport{MaxIdleConnsPerHost: *conns, MaxConnsPerHost: *conns, IdleConnTimeout: time.Minute}
-	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), *duration)
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// caller makes one call at a time on its own connection: it asks for one
+// decision per key and reports how many were allowed.
+type caller interface {
+	call(ctx context.Context, keys []string) (allowed int, err error)
+	close()
+}
+
+// load runs cfg.conns callers until the duration ends or cfg.maxReq
+// decisions were asked for, measuring the servers around it.
+func load(cfg config) (result, error) {
+	newCaller, cleanup, err := callerFactory(cfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer cleanup()
+	callers := make([]caller, cfg.conns)
+	for w := range callers {
+		c, err := newCaller(cfg.targets[w%len(cfg.targets)])
+		if err != nil {
+			for _, c := range callers[:w] {
+				c.close()
+			}
+			return result{}, err
+		}
+		callers[w] = c
+	}
+	defer func() {
+		for _, c := range callers {
+			c.close()
+		}
+	}()
+
+	before, err := probe(cfg.probePIDs, cfg.probeURLs)
+	if err != nil {
+		return result{}, fmt.Errorf("before the run: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
-
+	end, _ := ctx.Deadline()
+	// over reports that the run has ended; a call that fails then was cut
+	// off (a connection deadline can fire just before ctx's timer).
+	over := func() bool { return ctx.Err() != nil || !time.Now().Before(end) }
 	var (
-		sent, allowed, denied, failed atomic.Int64
-		firstErr                      atomic.Value
-		wg                            sync.WaitGroup
-		lat                           = make([][]time.Duration, *conns)
+		sent, allowed, denied, failed, calls atomic.Int64
+		firstErr                             atomic.Value
+		wg                                   sync.WaitGroup
+		lat                                  = make([][]time.Duration, cfg.conns)
 	)
 	start := time.Now()
-	for w := range *conns {
+	for w, c := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(*seed, uint64(w)))
-			target := strings.TrimRight(urls[w%len(urls)], "/") + "/v1/allow"
-			mine := make([]time.Duration, 0, 1<<16)
-			for ctx.Err() == nil && sent.Add(1) <= *maxReq {
-				body := fmt.Sprintf(`{"client":"%s-%d"}`, *prefix, rng.IntN(*keys))
+			rng := rand.New(rand.NewPCG(cfg.seed, uint64(w)))
+			picked := make([]string, cfg.batch)
+			mine := make([]time.Duration, 0, 1<<14)
+			for !over() && sent.Add(int64(cfg.batch)) <= cfg.maxReq {
+				for i := range picked {
+					picked[i] = cfg.keys[rng.IntN(len(cfg.keys))]
+				}
 				t0 := time.Now()
-				ok, err := allowOnce(ctx, hc, target, body)
+				ok, err := c.call(ctx, picked)
 				d := time.Since(t0)
-				switch {
-				case err != nil:
-					if ctx.Err() != nil {
-						sent.Add(-1)
+				if err != nil {
+					if over() {
+						sent.Add(-int64(cfg.batch)) // cut off by the end of the run
 						break
 					}
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
-				case ok:
-					allowed.Add(1)
-					mine = append(mine, d)
-				default:
-					denied.Add(1)
-					mine = append(mine, d)
+					continue
 				}
+				calls.Add(1)
+				allowed.Add(int64(ok))
+				denied.Add(int64(cfg.batch - ok))
+				mine = append(mine, d)
 			}
 			lat[w] = mine
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	after, err := probe(cfg.probePIDs, cfg.probeURLs)
+	if err != nil {
+		return result{}, fmt.Errorf("after the run: %w", err)
+	}
 
 	all := slices.Concat(lat...)
 	slices.Sort(all)
@@ -129,12 +267,12 @@ func run(args []string, stdout io.Writer) error {
 		return all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()
 	}
 	res := result{
-		Targets: urls, Connections: *conns, Keys: *keys,
-		Allowed: allowed.Load(), Denied: denied.Load(), Errors: failed.Load(),
+		Mode: cfg.mode, Targets: cfg.targets, Connections: cfg.conns, Keys: len(cfg.keys), Batch: cfg.batch,
+		Calls: calls.Load(), Allowed: allowed.Load(), Denied: denied.Load(), Errors: failed.Load(),
 		Seconds:   elapsed.Seconds(),
 		P50Micros: pct(0.50), P90Micros: pct(0.90), P99Micros: pct(0.99),
 	}
-	res.Requests = res.Allowed + res.Denied + res.Errors
+	res.Requests = res.Allowed + res.Denied + res.Errors*int64(cfg.batch)
 	res.PerSecond = float64(res.Allowed+res.Denied) / elapsed.Seconds()
 	if len(all) > 0 {
 		res.MaxMicros = all[len(all)-1].Microseconds()
@@ -142,48 +280,35 @@ func run(args []string, stdout io.Writer) error {
 	if e, ok := firstErr.Load().(string); ok {
 		res.FirstErrText = e
 	}
-	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	res.serverStats = delta(before, after, res.Allowed+res.Denied)
+	return res, nil
+}
+
+func printResult(w io.Writer, res result) {
+	fmt.Fprintf(w, "mode=%s targets=%s connections=%d keys=%d batch=%d\n", res.Mode, strings.Join(res.Targets, ","), res.Connections, res.Keys, res.Batch)
+	fmt.Fprintf(w, "calls=%d decisions=%d allowed=%d denied=%d failed calls=%d in %.1fs\n", res.Calls, res.Allowed+res.Denied, res.Allowed, res.Denied, res.Errors, res.Seconds)
+	fmt.Fprintf(w, "throughput=%.0f decisions/s  latency per call p50=%dµs p90=%dµs p99=%dµs max=%dµs\n", res.PerSecond, res.P50Micros, res.P90Micros, res.P99Micros, res.MaxMicros)
+	if res.CPUMicrosPerDecision != nil || res.DecisionsPerEntry != nil || res.DecisionsPerSync != nil {
+		fmt.Fprintf(w, "server CPU per decision=%sµs  decisions per raft entry=%s  decisions per fsync=%s\n",
+			fmtOpt(res.CPUMicrosPerDecision, 1), fmtOpt(res.DecisionsPerEntry, 1), fmtOpt(res.DecisionsPerSync, 1))
 	}
-	fmt.Fprintf(stdout, "targets=%s connections=%d keys=%d\n", strings.Join(urls, ","), res.Connections, res.Keys)
-	fmt.Fprintf(stdout, "requests=%d allowed=%d denied=%d errors=%d in %.1fs\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Seconds)
-	fmt.Fprintf(stdout, "throughput=%.0f decisions/s  latency p50=%dµs p90=%dµs p99=%dµs max=%dµs\n", res.PerSecond, res.P50Micros, res.P90Micros, res.P99Micros, res.MaxMicros)
 	if res.FirstErrText != "" {
-		fmt.Fprintf(stdout, "first error: %s\n", res.FirstErrText)
+		fmt.Fprintf(w, "first error: %s\n", res.FirstErrText)
 	}
-	return nil
 }
 
-func allowOnce(ctx context.Context, hc *http.Client, target, body string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewBufferString(body))
-	if err != nil {
-		return false, err
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return false, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var out struct {
-		Allowed bool `json:"allowed"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return false, err
-	}
-	return out.Allowed, nil
+	return out
 }
 
-// checkLoopback refuses any target that is not a loopback IP address.
+// checkLoopback refuses any URL (http://, redis://) whose host is not a
+// loopback IP address or "localhost": loadgen only drives local servers.
 func checkLoopback(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -195,7 +320,7 @@ func checkLoopback(raw string) error {
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("target %q is not a loopback address; loadgen only drives local nodes", raw)
+		return fmt.Errorf("target %q is not a loopback address; loadgen only drives local servers", raw)
 	}
 	return nil
 }

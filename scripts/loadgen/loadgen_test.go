@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+)
+
+func TestCheckLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"http://127.0.0.1:7070", true},
+		{"http://127.0.0.3:7070", true},
+		{"redis://127.0.0.1:6379", true},
+		{"http://localhost:1050", true},
+		{"http://[::1]:7070", true},
+		{"http://10.0.0.1:7070", false},
+		{"redis://192.168.1.2:6379", false},
+		{"http://example.com", false},
+	} {
+		err := checkLoopback(tc.url)
+		assert.Equal(t, tc.ok, err == nil, "checkLoopback(%q) = %v", tc.url, err)
+	}
+}
+
+// TestRESP sends a command over a pipe and reads each kind of reply.
+func TestRESP(t *testing.T) {
+	for _, tc := range []struct {
+		reply string
+		want  any
+		err   string
+	}{
+		{"+OK\r\n", "OK", ""},
+		{":42\r\n", int64(42), ""},
+		{"$3\r\nabc\r\n", "abc", ""},
+		{"$-1\r\n", nil, ""},
+		{"*2\r\n:1\r\n:9\r\n", []any{int64(1), int64(9)}, ""},
+		{"*2\r\n:0\r\n-ERR inner\r\n", []any{int64(0), respError("ERR inner")}, ""},
+		{"-NOSCRIPT No matching script\r\n", nil, "redis: NOSCRIPT No matching script"},
+	} {
+		client, server := net.Pipe()
+		rc := &respConn{c: client, r: bufio.NewReader(client), w: bufio.NewWriter(client)}
+		got := make(chan string, 1)
+		go func() {
+			buf := make([]byte, 64)
+			n, _ := io.ReadAtLeast(server, buf, len("*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n"))
+			got <- string(buf[:n])
+			server.Write([]byte(tc.reply))
+		}()
+		v, err := rc.do(context.Background(), []byte("ECHO"), []byte("hi"))
+		assert.Equal(t, "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n", <-got, "request encoding")
+		if tc.err != "" {
+			assert.EqualError(t, err, tc.err, "reply %q", tc.reply)
+		} else {
+			require.NoError(t, err, "reply %q", tc.reply)
+			assert.Equal(t, tc.want, v, "reply %q", tc.reply)
+		}
+		rc.close()
+		server.Close()
+	}
+}
+
+func TestScrapeAndDelta(t *testing.T) {
+	var syncs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := syncs.Add(100)
+		fmt.Fprintf(w, "# HELP quorate_raft_entry_decisions x\nquorate_raft_entry_decisions_sum{group=\"a b\"} %d\n", 10*n)
+		fmt.Fprintf(w, "quorate_raft_entry_decisions_count %d\nquorate_log_syncs_total %d\nother_total 7\n", n, n)
+	}))
+	defer srv.Close()
+	before, err := probe([]int{os.Getpid()}, []string{srv.URL})
+	require.NoError(t, err)
+	after, err := probe([]int{os.Getpid()}, []string{srv.URL})
+	require.NoError(t, err)
+	st := delta(before, after, 500)
+	require.NotNil(t, st.DecisionsPerEntry)
+	assert.InDelta(t, 10.0, *st.DecisionsPerEntry, 1e-9, "1000 decisions in 100 entries")
+	require.NotNil(t, st.DecisionsPerSync)
+	assert.InDelta(t, 5.0, *st.DecisionsPerSync, 1e-9, "500 answered over 100 syncs")
+	assert.NotNil(t, st.CPUSeconds)
+
+	none := delta(snapshot{metrics: map[string]float64{}}, snapshot{metrics: map[string]float64{}}, 500)
+	assert.Nil(t, none.CPUSeconds, "no PIDs measured")
+	assert.Nil(t, none.DecisionsPerSync, "no counter: reported as -")
+}
+
+// TestLoadIsBounded drives a fake quorate until -requests is reached, long
+// before -duration, single and batched.
+func TestLoadIsBounded(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/allow/batch" {
+			var in struct{ Requests []json.RawMessage }
+			assert.NoError(t, json.Unmarshal(body, &in))
+			out := strings.Repeat(`{"allowed":false},`, len(in.Requests))
+			fmt.Fprintf(w, `{"results":[%s]}`, strings.TrimSuffix(out, ","))
+			return
+		}
+		fmt.Fprintf(w, `{"allowed":%t}`, n.Add(1)%2 == 0)
+	}))
+	defer srv.Close()
+	keys := []string{"k-0", "k-1"}
+	for _, batch := range []int{1, 10} {
+		res, err := load(config{mode: "quorate", targets: []string{srv.URL}, conns: 4, batch: batch,
+			policy: bucket.BuiltinDefault, keys: keys, maxReq: 200, seed: 1, duration: time.Minute})
+		require.NoError(t, err)
+		assert.Equal(t, int64(200), res.Allowed+res.Denied, "batch %d: every decision asked for", batch)
+		assert.Equal(t, int64(200/batch), res.Calls, "batch %d", batch)
+		assert.Zero(t, res.Errors, "batch %d: %s", batch, res.FirstErrText)
+		assert.Less(t, res.Seconds, 30.0, "batch %d: stopped by count", batch)
+	}
+}
+
+func TestReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.json")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, r := range []result{
+		{Label: "ceiling", Connections: 8, Keys: 1, Batch: 1, PerSecond: 1000},
+		{Label: "quorate-1", Connections: 8, Keys: 1, Batch: 1, PerSecond: 250, serverStats: serverStats{DecisionsPerEntry: ptr(3.0)}},
+		{Label: "quorate-1", Connections: 64, Keys: 10000, Batch: 1, PerSecond: 12345},
+	} {
+		require.NoError(t, enc.Encode(r))
+	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	out := filepath.Join(t.TempDir(), "results.json")
+	var table bytes.Buffer
+	require.NoError(t, run([]string{"report", "-out", out, path}, &table))
+
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	require.Len(t, lines, 5, table.String())
+	assert.Contains(t, lines[2], "| quorate-1 | 64 | 10,000 uniform | 1 | 12,345 |", "many keys first")
+	assert.Contains(t, lines[2], "| - |", "no ceiling for that workload")
+	assert.Contains(t, lines[4], "| 3.0 | - | ×0.25 |", "ratio to the ceiling's 8-connection hot-key run")
+
+	var rep report
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &rep))
+	require.Len(t, rep.Runs, 3)
+	require.NotNil(t, rep.Runs[2].CeilingRatio)
+	assert.InDelta(t, 0.25, *rep.Runs[2].CeilingRatio, 1e-9)
+}
