@@ -62,9 +62,12 @@ clean: ## Remove build output (not data directories).
 failover: ## Kill a group leader of a throwaway 3-node cluster and time the failover (FAILOVER_ARGS="-runs 10").
 	./scripts/failover.sh
 
+.PHONY: bench-peers
+bench-peers: ## In-memory ceiling vs quorate on 1 node (each log store) and 3, one load generator; PEERS=1 adds Redis, Gubernator (~6 min).
+	./scripts/bench-peers.sh
+
 .PHONY: bench-cluster
-bench-cluster: ## Load a single node, then a 3-node cluster (CONNS, DURATION, KEYS) and compare them.
-	./scripts/bench-cluster.sh
+bench-cluster: bench-peers ## Alias of bench-peers, which also compares 1 node with 3.
 
 .PHONY: jepsen
 jepsen: ## Full fault suite: every nemesis mix on 3 and 5 nodes, then the negative control (root; ~15 min; SEED=n replays).
