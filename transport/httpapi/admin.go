@@ -53,7 +53,7 @@ func (s *Server) setClientTier(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer cancel()
-	tier, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodeSetTier)
+	tier, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodeSetTier)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, kind fsm.C
 		return err
 	}
 	defer cancel()
-	p, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodePolicy)
+	p, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodePolicy)
 	if err != nil {
 		return err
 	}

@@ -25,19 +25,21 @@ import (
 //	                     allowed; absent if it never will under the current policy
 func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	denyStatus := http.StatusOK
-	switch q := r.URL.Query().Get("status"); q {
-	case "", "200":
-	case "429":
-		denyStatus = http.StatusTooManyRequests
-	default:
-		return badRequest(CodeInvalidQuery, "query parameter status must be 200 or 429, got %q", q)
+	if r.URL.RawQuery != "" { // parsing an empty query would still build a map
+		switch q := r.URL.Query().Get("status"); q {
+		case "", "200":
+		case "429":
+			denyStatus = http.StatusTooManyRequests
+		default:
+			return badRequest(CodeInvalidQuery, "query parameter status must be 200 or 429, got %q", q)
+		}
 	}
 	ctx, cancel, err := s.callContext(r)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	req, err := readAndDecode(w, r, s.opts.MaxBodyBytes, decodeAllow)
+	req, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodeAllow)
 	if err != nil {
 		return err
 	}
@@ -51,7 +53,10 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	if !d.Allowed {
 		status = denyStatus
 	}
-	s.writeJSON(w, status, allowResponse(d))
+	bp := s.bufs.get()
+	out := allowResponse(d)
+	*bp = append(out.appendJSON(*bp), '\n')
+	s.writeEncoded(w, status, bp)
 	return nil
 }
 
@@ -64,9 +69,7 @@ func (s *Server) allowBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer cancel()
-	reqs, err := readAndDecode(w, r, s.opts.MaxBatchBodyBytes, func(b []byte) ([]fsm.AllowRequest, error) {
-		return decodeBatch(b, s.opts.MaxBatch)
-	})
+	reqs, err := readAndDecode(s, r, s.opts.MaxBatchBodyBytes, s.decodeBatch)
 	if err != nil {
 		return err
 	}
@@ -75,12 +78,23 @@ func (s *Server) allowBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := BatchResponse{Results: make([]AllowResponse, len(ds))}
+	bp := s.bufs.get()
+	b := append(*bp, `{"results":[`...)
 	for i, d := range ds {
-		out.Results[i] = allowResponse(d)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		out := allowResponse(d)
+		b = out.appendJSON(b)
 	}
-	s.writeJSON(w, http.StatusOK, out)
+	*bp = append(b, "]}\n"...)
+	s.writeEncoded(w, http.StatusOK, bp)
 	return nil
+}
+
+// decodeBatch is decodeBatch with the Server's Options.MaxBatch.
+func (s *Server) decodeBatch(body []byte) ([]fsm.AllowRequest, error) {
+	return decodeBatch(body, s.opts.MaxBatch)
 }
 
 // decide calls the Service, times it and counts the decisions.
@@ -111,14 +125,34 @@ func allowResponse(d fsm.Decision) AllowResponse {
 	}
 }
 
+// setRateLimitHeaders sets the RateLimit headers of an allow answer (see
+// Server.allow). The keys are canonical and assigned directly; the values
+// share one string and one slice backing array.
 func setRateLimitHeaders(h http.Header, d fsm.Decision) {
-	h.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(d.RemainingTokens(), 10))
-	if d.ResetAfter != bucket.Never {
-		h.Set("RateLimit-Reset", strconv.FormatInt(ceilDiv(d.ResetAfter, int64(time.Second)), 10))
+	reset := d.ResetAfter != bucket.Never
+	retry := !d.Allowed && d.RetryAfter != bucket.Never
+	var num [4 * 20]byte // four int64s at most
+	b := strconv.AppendInt(num[:0], d.Limit, 10)
+	endLimit := len(b)
+	b = strconv.AppendInt(b, d.RemainingTokens(), 10)
+	endRemaining := len(b)
+	if reset {
+		b = strconv.AppendInt(b, ceilDiv(d.ResetAfter, int64(time.Second)), 10)
 	}
-	if !d.Allowed && d.RetryAfter != bucket.Never {
-		h.Set("Retry-After", strconv.FormatInt(ceilDiv(d.RetryAfter, int64(time.Second)), 10))
+	endReset := len(b)
+	if retry {
+		b = strconv.AppendInt(b, ceilDiv(d.RetryAfter, int64(time.Second)), 10)
+	}
+	nums := string(b)
+	vals := make([]string, 4)
+	vals[0], vals[1], vals[2], vals[3] = nums[:endLimit], nums[endLimit:endRemaining], nums[endRemaining:endReset], nums[endReset:]
+	h["Ratelimit-Limit"] = vals[0:1:1]
+	h["Ratelimit-Remaining"] = vals[1:2:2]
+	if reset {
+		h["Ratelimit-Reset"] = vals[2:3:3]
+	}
+	if retry {
+		h["Retry-After"] = vals[3:4:4]
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -211,4 +212,29 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 
 	a = ts.send(t, "POST", "/v1/allow", `{"client":"a"}`)
 	assert.Equal(t, http.StatusOK, a.status, "a small body still passes")
+}
+
+// The limit is exact, whether the length is announced or not.
+func TestBodyLimitExact(t *testing.T) {
+	const limit = 64
+	svc, _ := newFSMService(t)
+	s := New(svc, Options{MaxBodyBytes: limit})
+	body := func(n int) string {
+		const frame = `{"client":""}`
+		return `{"client":"` + strings.Repeat("x", n-len(frame)) + `"}`
+	}
+	for _, tt := range []struct {
+		size   int
+		status int
+	}{{limit - 1, 200}, {limit, 200}, {limit + 1, 413}, {4 * limit, 413}} {
+		for _, announced := range []bool{true, false} {
+			r := httptest.NewRequest("POST", "/v1/allow", strings.NewReader(body(tt.size)))
+			if !announced {
+				r.ContentLength = -1
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			assert.Equal(t, tt.status, rec.Code, "%d bytes, length announced %v: %s", tt.size, announced, rec.Body)
+		}
+	}
 }

@@ -19,6 +19,9 @@ import (
 // at most max bytes of valid UTF-8 with no control characters. Emptiness is
 // the caller's business.
 func checkIdentifier(s, field, code string, max int) error {
+	if identifierOK(s, max) {
+		return nil
+	}
 	if len(s) > max {
 		return badRequest(code, "%s is %d bytes long; at most %d are allowed", field, len(s), max)
 	}
@@ -31,6 +34,32 @@ func checkIdentifier(s, field, code string, max int) error {
 		}
 	}
 	return nil
+}
+
+// identifierOK reports whether checkIdentifier accepts s.
+func identifierOK(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			rest := s[i:]
+			if !utf8.ValidString(rest) {
+				return false
+			}
+			for _, r := range rest {
+				if unicode.IsControl(r) {
+					return false
+				}
+			}
+			return true
+		}
+		if c < 0x20 || c == 0x7f { // the ASCII controls
+			return false
+		}
+	}
+	return true
 }
 
 // checkClient validates a client id from a body or a path.
@@ -136,8 +165,28 @@ func decodeAllowRequest(dec *json.Decoder, path string) (fsm.AllowRequest, error
 	return req, nil
 }
 
-// decodeAllow parses the body of POST /v1/allow.
+// decodeAllow parses the body of POST /v1/allow: in one pass if the
+// scanner accepts it (see allowscan.go), else with the streaming decoder,
+// which accepts the rare forms the scanner leaves to it and names the fault
+// in everything else.
 func decodeAllow(body []byte) (fsm.AllowRequest, error) {
+	if req, ok := scanAllow(body); ok {
+		return req, nil
+	}
+	return decodeAllowStream(body)
+}
+
+// decodeBatch parses the body of POST /v1/allow/batch, refusing it if it
+// holds more than max requests; like decodeAllow, in one pass when it can.
+func decodeBatch(body []byte, max int) ([]fsm.AllowRequest, error) {
+	if reqs, ok := scanBatch(body, max); ok {
+		return reqs, nil
+	}
+	return decodeBatchStream(body, max)
+}
+
+// decodeAllowStream parses the body of POST /v1/allow token by token.
+func decodeAllowStream(body []byte) (fsm.AllowRequest, error) {
 	var req fsm.AllowRequest
 	err := decodeBodyWith(body, func(dec *json.Decoder) error {
 		var err error
@@ -147,9 +196,9 @@ func decodeAllow(body []byte) (fsm.AllowRequest, error) {
 	return req, err
 }
 
-// decodeBatch parses the body of POST /v1/allow/batch, refusing it as soon
-// as it holds more than max requests.
-func decodeBatch(body []byte, max int) ([]fsm.AllowRequest, error) {
+// decodeBatchStream parses the body of POST /v1/allow/batch token by token,
+// refusing it as soon as it holds more than max requests.
+func decodeBatchStream(body []byte, max int) ([]fsm.AllowRequest, error) {
 	var reqs []fsm.AllowRequest
 	err := decodeBody(body, func(dec *json.Decoder, name string) error {
 		if name != "requests" {

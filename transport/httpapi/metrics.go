@@ -3,7 +3,11 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,6 +30,11 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	duration  prometheus.Histogram
 	batch     prometheus.Histogram
+
+	// decisionCache holds the children of decisions seen so far; writers
+	// hold decisionMu and replace the map (see decisionCounter).
+	decisionCache atomic.Pointer[map[decisionKey]prometheus.Counter]
+	decisionMu    sync.Mutex
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,6 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.requests = register(reg, m.requests)
 	m.duration = register(reg, m.duration)
 	m.batch = register(reg, m.batch)
+	m.decisionCache.Store(&map[decisionKey]prometheus.Counter{})
 	return m
 }
 
@@ -74,19 +84,99 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	panic(fmt.Sprintf("httpapi: registering metrics: %v", err))
 }
 
+// observeDecisions counts ds in quorate_decisions_total.
 func (m *metrics) observeDecisions(ds []fsm.Decision) {
+	var last decisionKey
+	var c prometheus.Counter
 	for _, d := range ds {
-		outcome := "denied"
+		k := decisionKey{outcome: outcomeDenied, tier: d.Tier}
 		switch {
 		case d.Duplicate:
-			outcome = "duplicate"
+			k.outcome = outcomeDuplicate
 		case d.Allowed:
-			outcome = "allowed"
+			k.outcome = outcomeAllowed
 		}
-		m.decisions.WithLabelValues(outcome, d.Tier).Inc()
+		if c == nil || k != last {
+			c, last = m.decisionCounter(k), k
+		}
+		c.Inc()
 	}
 }
 
-func (m *metrics) observeRequest(route string, code int) {
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+// Outcomes of a decision, the outcome label of quorate_decisions_total.
+const (
+	outcomeAllowed uint8 = iota
+	outcomeDenied
+	outcomeDuplicate
+)
+
+var outcomeLabels = [...]string{outcomeAllowed: "allowed", outcomeDenied: "denied", outcomeDuplicate: "duplicate"}
+
+// decisionKey names one child of quorate_decisions_total.
+type decisionKey struct {
+	outcome uint8
+	tier    string
+}
+
+// maxCachedDecisionKeys bounds decisionCache: tiers are operator-defined
+// and few, but nothing stops a config from churning through names.
+const maxCachedDecisionKeys = 1024
+
+// decisionCounter returns the child of quorate_decisions_total for k. The
+// children already seen are kept in a map that is replaced, never changed,
+// so finding one takes no lock and no hashing of label values. (Nothing
+// deletes series from the vectors, so a cached child stays the one the
+// vector exports.)
+func (m *metrics) decisionCounter(k decisionKey) prometheus.Counter {
+	if c, ok := (*m.decisionCache.Load())[k]; ok {
+		return c
+	}
+	c := m.decisions.WithLabelValues(outcomeLabels[k.outcome], k.tier)
+	m.decisionMu.Lock()
+	defer m.decisionMu.Unlock()
+	old := *m.decisionCache.Load()
+	if _, ok := old[k]; !ok && len(old) < maxCachedDecisionKeys {
+		next := make(map[decisionKey]prometheus.Counter, len(old)+1)
+		maps.Copy(next, old)
+		next[k] = c
+		m.decisionCache.Store(&next)
+	}
+	return c
+}
+
+// requestCounter counts the answers of one route in
+// quorate_http_requests_total, keeping the children of the status codes
+// answers usually have so that counting one is an atomic add.
+type requestCounter struct {
+	vec   *prometheus.CounterVec
+	route string
+	// cached[i] is the child of cachedCodes[i], nil until first used (so a
+	// series appears only once it counts something, as with WithLabelValues).
+	cached [len(cachedCodes)]atomic.Pointer[counterRef]
+}
+
+// counterRef lets an atomic.Pointer hold a prometheus.Counter.
+type counterRef struct{ prometheus.Counter }
+
+var cachedCodes = [...]int{200, 202, 400, 404, 405, 413, 415, 429, statusClientClosedRequest, 500, 503}
+
+// requestCounter returns the counter of route's answers.
+func (m *metrics) requestCounter(route string) *requestCounter {
+	return &requestCounter{vec: m.requests, route: route}
+}
+
+// observe counts one answer with status code.
+func (c *requestCounter) observe(code int) {
+	i := slices.Index(cachedCodes[:], code)
+	if i < 0 {
+		c.vec.WithLabelValues(c.route, strconv.Itoa(code)).Inc()
+		return
+	}
+	ref := c.cached[i].Load()
+	if ref == nil {
+		// Racing callers store the same child: the vector hands out one per label set.
+		ref = &counterRef{c.vec.WithLabelValues(c.route, strconv.Itoa(code))}
+		c.cached[i].Store(ref)
+	}
+	ref.Inc()
 }

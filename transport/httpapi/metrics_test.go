@@ -1,14 +1,19 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
 )
 
 func TestMetricsEndpoint(t *testing.T) {
@@ -94,4 +99,56 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// Past maxCachedDecisionKeys, decisions are still counted, just not cached.
+func TestDecisionCounterCacheBound(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	const tiers = maxCachedDecisionKeys + 10
+	var ds []fsm.Decision
+	for i := range tiers {
+		tier := fmt.Sprintf("t%d", i)
+		ds = append(ds, fsm.Decision{Tier: tier}, fsm.Decision{Tier: tier}, fsm.Decision{Tier: tier, Decision: bucket.Decision{Allowed: true}})
+	}
+	m.observeDecisions(ds)
+	m.observeDecisions(ds)
+	assert.Len(t, *m.decisionCache.Load(), maxCachedDecisionKeys)
+	assert.Equal(t, float64(2*len(ds)), counterValue(t, reg, "quorate_decisions_total"))
+	assert.Equal(t, 4.0, childValue(t, m.decisions.WithLabelValues("denied", "t1030")))
+	assert.Equal(t, 2.0, childValue(t, m.decisions.WithLabelValues("allowed", "t0")))
+}
+
+// Cached and uncached status codes count the same, from many goroutines.
+func TestRequestCounterConcurrent(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	c := m.requestCounter("POST /v1/allow")
+	const workers, rounds = 4, 100
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range rounds {
+				c.observe(200)
+				c.observe(418)
+				m.observeDecisions([]fsm.Decision{{Tier: "free", Duplicate: true}})
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	assert.Equal(t, float64(workers*rounds), childValue(t, m.requests.WithLabelValues("POST /v1/allow", "200")))
+	assert.Equal(t, float64(workers*rounds), childValue(t, m.requests.WithLabelValues("POST /v1/allow", "418")))
+	assert.Equal(t, float64(workers*rounds), childValue(t, m.decisions.WithLabelValues("duplicate", "free")))
+	assert.Equal(t, 2.0, counterValue(t, reg, "quorate_http_requests_total")/float64(workers*rounds), "only the two series")
+}
+
+// childValue is the value of one counter.
+func childValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
 }

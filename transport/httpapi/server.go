@@ -123,6 +123,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
+	// bufs holds the buffers bodies are read into and answers encoded into.
+	bufs bufferPool
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -229,6 +231,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // answer in quorate_http_requests_total under route, and turns a panic into
 // a 500 (re-panicking http.ErrAbortHandler).
 func (s *Server) instrument(route string, h handlerFunc) http.Handler {
+	requests := s.metrics.requestCounter(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
@@ -241,7 +244,7 @@ func (s *Server) instrument(route string, h handlerFunc) http.Handler {
 					s.writeError(sw, &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error; see the node's log"})
 				}
 			}
-			s.metrics.observeRequest(route, sw.code())
+			requests.observe(sw.code())
 		}()
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, s.mapError(r, err))
@@ -279,11 +282,11 @@ func (w *statusWriter) code() int {
 	return w.status
 }
 
-// writeJSON writes v as the answer with status.
+// writeJSON writes v as the answer with status, through encoding/json.
+// The decision path's answers, and errors, are appended instead (see
+// encode.go).
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		s.log.Debug("httpapi: writing answer", slog.Any("err", err))
@@ -301,7 +304,10 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	s.writeJSON(w, e.status, ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.msg}})
+	bp := s.bufs.get()
+	detail := ErrorDetail{Code: e.code, Message: e.msg}
+	*bp = append(detail.appendErrorBody(*bp), '\n')
+	s.writeEncoded(w, e.status, bp)
 }
 
 // callContext returns the context for a call into the Service: r's context

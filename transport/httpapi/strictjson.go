@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -22,13 +23,20 @@ import (
 //     through float64), strings are never accepted where a number is
 //     expected, and vice versa;
 //   - a null member is the same as an absent one.
+//
+// The allow and batch bodies are offered first to a one-pass scanner
+// (allowscan.go). It accepts only what this decoder accepts, with the same
+// result, and gives up on anything else, leaving the body (and its
+// refusal) to this decoder.
 
-// readBody reads r's body after checking its Content-Type (empty or
-// application/json, charset utf-8 if given) and that it is at most limit
-// bytes.
-// readAndDecode reads the body (see readBody) and decodes it with decode.
-func readAndDecode[T any](w http.ResponseWriter, r *http.Request, limit int64, decode func([]byte) (T, error)) (T, error) {
-	body, err := readBody(w, r, limit)
+// readAndDecode reads the body (see readBody) into a buffer from s.bufs and
+// decodes it with decode. decode must not keep body: the buffer is reused as
+// soon as decode returns (the decoders copy every string they keep).
+func readAndDecode[T any](s *Server, r *http.Request, limit int64, decode func(body []byte) (T, error)) (T, error) {
+	bp := s.bufs.get()
+	defer s.bufs.put(bp)
+	body, err := readBody(r, limit, (*bp)[:0])
+	*bp = body[:0] // keep what the read grew
 	if err != nil {
 		var zero T
 		return zero, err
@@ -36,32 +44,54 @@ func readAndDecode[T any](w http.ResponseWriter, r *http.Request, limit int64, d
 	return decode(body)
 }
 
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+// readBody checks r's Content-Type (empty or application/json, charset utf-8
+// if given), then reads r's body into buf (reallocated if it is too small)
+// and returns it, refusing a body of more than limit bytes with 413.
+func readBody(r *http.Request, limit int64, buf []byte) ([]byte, error) {
+	// The exact type every client sends needs no media-type parsing.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return nil, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+			return buf, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 				msg: fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+			return buf, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 				msg: fmt.Sprintf("charset %q is not supported; send utf-8", cs)}
 		}
 	}
-	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge,
-		msg: fmt.Sprintf("body is larger than %d bytes", limit)}
 	if r.ContentLength > limit {
-		return nil, tooLarge
+		return buf, errBodyTooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge
+	if r.Body == nil {
+		return buf, nil
+	}
+	// One byte more than the announced length lets the read that sees EOF
+	// land without growing the buffer.
+	if want := int(r.ContentLength) + 1; r.ContentLength > 0 && cap(buf) < want {
+		buf = make([]byte, 0, want)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(512, cap(buf)))
 		}
-		return nil, badRequest(CodeInvalidJSON, "reading body: %v", err)
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, errBodyTooLarge(limit)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, badRequest(CodeInvalidJSON, "reading body: %v", err)
+		}
 	}
-	return body, nil
+}
+
+func errBodyTooLarge(limit int64) *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge,
+		msg: fmt.Sprintf("body is larger than %d bytes", limit)}
 }
 
 // errUnknownMember is returned by a member callback of walkObject for a
