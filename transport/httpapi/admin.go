@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -10,18 +11,46 @@ import (
 	"github.com/quorate/quorate/fsm"
 )
 
+// serviceFunc is the handler of a route that calls the Service; ctx is the
+// request's context with the call's deadline (see callContext), canceled
+// when the handler returns.
+type serviceFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request) error
+
+// withDeadline adapts h to a route handler. It refuses the request if check
+// (when not nil) refuses its path, then if its TimeoutHeader is bad, in
+// that order, before h sees it.
+func (s *Server) withDeadline(check func(r *http.Request) error, h serviceFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if check != nil {
+			if err := check(r); err != nil {
+				return err
+			}
+		}
+		ctx, cancel, err := s.callContext(r)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return h(ctx, w, r)
+	}
+}
+
+// checkClientPath refuses an invalid {client} path value.
+func checkClientPath(r *http.Request) error {
+	return checkClient(r.PathValue("client"), "client (path)")
+}
+
+// checkTierPath refuses an invalid {tier} path value.
+func checkTierPath(r *http.Request) error {
+	if err := bucket.ValidateTierName(r.PathValue("tier")); err != nil {
+		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
+	}
+	return nil
+}
+
 // getClient answers GET /v1/clients/{client}.
-func (s *Server) getClient(w http.ResponseWriter, r *http.Request) error {
-	client := r.PathValue("client")
-	if err := checkClient(client, "client (path)"); err != nil {
-		return err
-	}
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	v, err := s.svc.Client(ctx, client)
+func (s *Server) getClient(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	v, err := s.svc.Client(ctx, r.PathValue("client"))
 	if err != nil {
 		return err
 	}
@@ -43,16 +72,8 @@ func (s *Server) getClient(w http.ResponseWriter, r *http.Request) error {
 // setClientTier answers PUT /v1/clients/{client}/tier once the assignment
 // is applied. The tier need not exist: a client of a missing tier is decided
 // under the default policy until the tier is created.
-func (s *Server) setClientTier(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) setClientTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	client := r.PathValue("client")
-	if err := checkClient(client, "client (path)"); err != nil {
-		return err
-	}
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
 	tier, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodeSetTier)
 	if err != nil {
 		return err
@@ -66,16 +87,8 @@ func (s *Server) setClientTier(w http.ResponseWriter, r *http.Request) error {
 
 // removeClientTier answers DELETE /v1/clients/{client}/tier; removing an
 // assignment that does not exist succeeds.
-func (s *Server) removeClientTier(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) removeClientTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	client := r.PathValue("client")
-	if err := checkClient(client, "client (path)"); err != nil {
-		return err
-	}
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
 	if err := s.svc.SetClientTier(ctx, client, ""); err != nil {
 		return err
 	}
@@ -86,26 +99,17 @@ func (s *Server) removeClientTier(w http.ResponseWriter, r *http.Request) error 
 // putTier answers PUT /v1/tiers/{tier}: 200 once every group applied the
 // change, 202 if some had not by the deadline (listed in "lagging"; they
 // will apply it when they can).
-func (s *Server) putTier(w http.ResponseWriter, r *http.Request) error {
-	tier := r.PathValue("tier")
-	if err := bucket.ValidateTierName(tier); err != nil {
-		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
-	}
-	return s.changePolicy(w, r, fsm.OpSetTier, tier)
+func (s *Server) putTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	return s.changePolicy(ctx, w, r, fsm.OpSetTier, r.PathValue("tier"))
 }
 
 // putDefault answers PUT /v1/default like putTier; an invalid default is
 // refused with 400 and changes nothing.
-func (s *Server) putDefault(w http.ResponseWriter, r *http.Request) error {
-	return s.changePolicy(w, r, fsm.OpSetDefault, "")
+func (s *Server) putDefault(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	return s.changePolicy(ctx, w, r, fsm.OpSetDefault, "")
 }
 
-func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, kind fsm.ConfigOpKind, tier string) error {
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func (s *Server) changePolicy(ctx context.Context, w http.ResponseWriter, r *http.Request, kind fsm.ConfigOpKind, tier string) error {
 	p, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodePolicy)
 	if err != nil {
 		return err
@@ -121,17 +125,8 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, kind fsm.C
 // deleteTier answers DELETE /v1/tiers/{tier}: 200/202 like putTier, 404
 // tier_not_found if there is no such tier. Clients assigned to it fall back
 // to the default policy.
-func (s *Server) deleteTier(w http.ResponseWriter, r *http.Request) error {
-	tier := r.PathValue("tier")
-	if err := bucket.ValidateTierName(tier); err != nil {
-		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
-	}
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: tier})
+func (s *Server) deleteTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: r.PathValue("tier")})
 	if err != nil {
 		return err
 	}
@@ -151,12 +146,7 @@ func (s *Server) writeConfigChange(w http.ResponseWriter, cc cluster.ConfigChang
 }
 
 // getTiers answers GET /v1/tiers.
-func (s *Server) getTiers(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func (s *Server) getTiers(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	cfg, err := s.svc.Config(ctx)
 	if err != nil {
 		return err
@@ -170,12 +160,7 @@ func (s *Server) getTiers(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getCluster answers GET /v1/cluster with the node's cluster.Status.
-func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func (s *Server) getCluster(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	st, err := s.svc.Status(ctx)
 	if err != nil {
 		return err
@@ -194,12 +179,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 // readyz answers GET /readyz: 200 {"status":"ready"} when every group has a
 // leader, else 503 not_ready (shutting_down while stopping) with the
 // reason, for operators and load balancers.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func (s *Server) readyz(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	if err := s.svc.Ready(ctx); err != nil {
 		if errors.Is(err, cluster.ErrShuttingDown) {
 			return err

@@ -63,12 +63,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 // allowBatch answers POST /v1/allow/batch: one result per request, in
 // order. Batches carry no RateLimit headers (their requests may be for
 // different clients), and a denial is always 200.
-func (s *Server) allowBatch(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel, err := s.callContext(r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func (s *Server) allowBatch(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	reqs, err := readAndDecode(s, r, s.opts.MaxBatchBodyBytes, s.decodeBatch)
 	if err != nil {
 		return err

@@ -150,19 +150,22 @@ func New(svc Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, opts: opts, log: opts.Logger, metrics: newMetrics(reg), mux: http.NewServeMux()}
 
+	// Routes that call the Service check their path, then the caller's
+	// deadline (withDeadline), before the handler reads the body. POST
+	// /v1/allow checks its query first and so does that itself.
 	routes := []route{
 		{"POST", "/v1/allow", s.allow},
-		{"POST", "/v1/allow/batch", s.allowBatch},
-		{"GET", "/v1/clients/{client}", s.getClient},
-		{"PUT", "/v1/clients/{client}/tier", s.setClientTier},
-		{"DELETE", "/v1/clients/{client}/tier", s.removeClientTier},
-		{"PUT", "/v1/tiers/{tier}", s.putTier},
-		{"DELETE", "/v1/tiers/{tier}", s.deleteTier},
-		{"GET", "/v1/tiers", s.getTiers},
-		{"PUT", "/v1/default", s.putDefault},
-		{"GET", "/v1/cluster", s.getCluster},
+		{"POST", "/v1/allow/batch", s.withDeadline(nil, s.allowBatch)},
+		{"GET", "/v1/clients/{client}", s.withDeadline(checkClientPath, s.getClient)},
+		{"PUT", "/v1/clients/{client}/tier", s.withDeadline(checkClientPath, s.setClientTier)},
+		{"DELETE", "/v1/clients/{client}/tier", s.withDeadline(checkClientPath, s.removeClientTier)},
+		{"PUT", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.putTier)},
+		{"DELETE", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.deleteTier)},
+		{"GET", "/v1/tiers", s.withDeadline(nil, s.getTiers)},
+		{"PUT", "/v1/default", s.withDeadline(nil, s.putDefault)},
+		{"GET", "/v1/cluster", s.withDeadline(nil, s.getCluster)},
 		{"GET", "/healthz", s.healthz},
-		{"GET", "/readyz", s.readyz},
+		{"GET", "/readyz", s.withDeadline(nil, s.readyz)},
 	}
 	if l, ok := svc.(Leaver); ok {
 		routes = append(routes, route{"POST", "/v1/leave", func(w http.ResponseWriter, r *http.Request) error {

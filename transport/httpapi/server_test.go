@@ -487,3 +487,36 @@ func TestPanicIsInternal(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, a.status)
 	assert.Equal(t, CodeInternal, errorOf(t, a).Code)
 }
+
+// A request with several faults is refused for the first one checked: the
+// path, then the deadline header, then the body.
+func TestCheckOrder(t *testing.T) {
+	svc, _ := newFSMService(t)
+	ts := newTestServer(t, svc, Options{})
+	bad := []string{TimeoutHeader, "soon", "Content-Type", "text/plain"}
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/v1/clients/a%00b", "", 400, CodeInvalidClient},
+		{"PUT", "/v1/clients/a%00b/tier", `{"tier":5}`, 400, CodeInvalidClient},
+		{"DELETE", "/v1/clients/a%00b/tier", "", 400, CodeInvalidClient},
+		{"PUT", "/v1/tiers/Free", `{}`, 400, CodeInvalidTierName},
+		{"DELETE", "/v1/tiers/Free", "", 400, CodeInvalidTierName},
+		{"PUT", "/v1/default", `{}`, 400, CodeInvalidTimeout},
+		{"GET", "/v1/tiers", "", 400, CodeInvalidTimeout},
+		{"GET", "/v1/cluster", "", 400, CodeInvalidTimeout},
+		{"GET", "/readyz", "", 400, CodeInvalidTimeout},
+		{"POST", "/v1/allow?status=1", `{}`, 400, CodeInvalidQuery},
+		{"POST", "/v1/allow", `{}`, 400, CodeInvalidTimeout},
+		{"POST", "/v1/allow/batch", `{}`, 400, CodeInvalidTimeout},
+	} {
+		a := ts.send(t, tt.method, tt.path, tt.body, bad...)
+		assert.Equal(t, tt.status, a.status, "%s %s: %s", tt.method, tt.path, a.body)
+		assert.Equal(t, tt.code, errorOf(t, a).Code, "%s %s", tt.method, tt.path)
+	}
+	a := ts.send(t, "GET", "/healthz", "", bad...)
+	assert.Equal(t, http.StatusOK, a.status, "liveness reads no deadline")
+	assert.Zero(t, svc.calls.Load())
+}
