@@ -318,7 +318,7 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 // DefaultTimeout without one.
 func (s *Server) callContext(r *http.Request) (context.Context, context.CancelFunc, error) {
 	d := s.opts.DefaultTimeout
-	if v := r.Header.Get(TimeoutHeader); v != "" {
+	if v := headerValue(r.Header, TimeoutHeader); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 {
 			return nil, nil, badRequest(CodeInvalidTimeout, "header %s must be a positive whole number of milliseconds, got %q", TimeoutHeader, v)
@@ -330,6 +330,15 @@ func (s *Server) callContext(r *http.Request) (context.Context, context.CancelFu
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), d)
 	return ctx, cancel, nil
+}
+
+// headerValue is h.Get(key) for a key already in canonical form, without
+// checking it again on every request.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // slogPrinter adapts a slog.Logger to promhttp's Println logger.

@@ -520,3 +520,15 @@ func TestCheckOrder(t *testing.T) {
 	assert.Equal(t, http.StatusOK, a.status, "liveness reads no deadline")
 	assert.Zero(t, svc.calls.Load())
 }
+
+func TestHeaderValueIsGet(t *testing.T) {
+	h := http.Header{}
+	h.Set(TimeoutHeader, "5")
+	h.Add("Content-Type", "a")
+	h.Add("Content-Type", "b")
+	for _, key := range []string{TimeoutHeader, "Content-Type", "Retry-After"} {
+		require.Equal(t, key, http.CanonicalHeaderKey(key), "headerValue needs canonical keys")
+		assert.Equal(t, h.Get(key), headerValue(h, key), key)
+	}
+	assert.Empty(t, headerValue(nil, TimeoutHeader))
+}

@@ -49,7 +49,7 @@ func readAndDecode[T any](s *Server, r *http.Request, limit int64, decode func(b
 // and returns it, refusing a body of more than limit bytes with 413.
 func readBody(r *http.Request, limit int64, buf []byte) ([]byte, error) {
 	// The exact type every client sends needs no media-type parsing.
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+	if ct := headerValue(r.Header, "Content-Type"); ct != "" && ct != "application/json" {
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return buf, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
