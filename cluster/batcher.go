@@ -42,6 +42,8 @@ type batcher struct {
 	running     sync.WaitGroup // run
 	completing  sync.WaitGroup // complete
 	observeSize func(n int)
+	// notConfigured asks for the configuration to be installed.
+	notConfigured func()
 }
 
 // entry is one proposed allow entry and the submissions riding in it.
@@ -51,9 +53,10 @@ type entry struct {
 	n    int // decisions
 }
 
-func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int)) *batcher {
+func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int), notConfigured func()) *batcher {
 	b := &batcher{
-		g:           g,
+		g:             g,
+		notConfigured: notConfigured,
 		clock:       clock,
 		maxBatch:    maxBatch,
 		in:          make(chan *submission, 4*maxBatch),
@@ -76,6 +79,14 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	if !b.g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errNotLeader, b.g.id)
+	}
+	if b.g.fsm.ConfigVersion() == 0 {
+		// A new cluster's configuration reaches each data group as an entry
+		// of its own log; until it has, the group would decide with the
+		// built-in default instead of the cluster's. Nothing is appended, so
+		// the caller retries, and the leader installs it in the meantime.
+		b.notConfigured()
+		return nil, fmt.Errorf("%w: group %s has no configuration yet", errNotLeader, b.g.id)
 	}
 	s := &submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}
 	select {

@@ -115,27 +115,36 @@ func (tc *testCluster) live() []*Node {
 }
 
 // waitStable waits until every group has min(3, voters) voters, all live, a
-// leader that serves, and every live node is ready.
+// leader that serves and is the group's preferred leader (so placement
+// moves no leader under the test's load), and every live node is ready.
 func (tc *testCluster) waitStable(voters int) {
 	tc.t.Helper()
 	want := min(3, voters)
 	require.Eventually(tc.t, func() bool {
 		live := tc.live()
 		liveIDs := map[string]bool{}
+		var ids, groupIDs []string
 		for _, n := range live {
 			liveIDs[n.opts.NodeID] = true
+			ids = append(ids, n.opts.NodeID)
 			if n.Ready(context.Background()) != nil {
 				return false
 			}
 		}
+		for _, g := range live[0].allGroups() {
+			groupIDs = append(groupIDs, g.id)
+		}
+		slices.Sort(ids)
+		preferred := preferredLeaders(groupIDs, ids, DefaultReplicas)
 		for gi := range tc.groups + 1 {
 			var leader *group
+			var leaderID string
 			for _, n := range live {
 				if g := n.allGroups()[gi]; g.serving.Load() {
-					leader = g
+					leader, leaderID = g, n.opts.NodeID
 				}
 			}
-			if leader == nil {
+			if leader == nil || leaderID != preferred[leader.id] {
 				return false
 			}
 			vs := voterIDs(leader.raft.GetConfiguration().Configuration())
@@ -404,4 +413,18 @@ func TestClusterJoinAndReplaceDeadNode(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(6), v.Decision.RemainingTokens())
 	}
+}
+
+// A node whose group count differs from the cluster's would route clients
+// to other groups: its join is refused with an error that says what to do.
+func TestJoinRefusesAnotherGroupCount(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	_, err := New(Options{
+		NodeID: "odd", DataDir: t.TempDir(), RaftAddr: freePort(t), GossipAddr: freePort(t),
+		Join: []string{tc.gossip[0]}, Groups: tc.groups + 2, Logger: slog.New(slog.DiscardHandler),
+		Raft: fastRaft, ReclaimInterval: -1,
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
+	assert.Empty(t, tc.nodes[0].members.snapshot(), "the first node never admitted the odd one")
 }

@@ -97,7 +97,15 @@ func openGroup(c groupConfig) (*group, error) {
 	rc.CommitTimeout = c.timings.CommitTimeout
 	rc.SnapshotInterval = c.timings.SnapshotInterval
 	rc.SnapshotThreshold = c.timings.SnapshotThreshold
-	rc.BatchApplyCh = true
+	if c.timings.TrailingLogs > 0 {
+		rc.TrailingLogs = c.timings.TrailingLogs
+	}
+	// BatchApplyCh stays off: with it, raft buffers Apply and Barrier
+	// futures in a channel that nothing drains once raft shuts down, so a
+	// future queued at that moment never completes and whoever waits on it
+	// hangs (hashicorp/raft v1.8.0; we hit it as a Close that never returned).
+	// Raft still gathers whatever Apply calls are waiting into one dispatch,
+	// and the batcher already puts many decisions in each entry.
 	rc.MaxAppendEntries = 256
 	rc.Logger = hl
 

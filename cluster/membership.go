@@ -20,6 +20,10 @@ type nodeMeta struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft"`
 	HTTPAddr string `json:"http"`
+	// Groups is the node's number of data groups: nodes that disagree on it
+	// would route clients to different groups, so gossip refuses them (zero:
+	// a node from before the field, accepted).
+	Groups int `json:"groups,omitempty"`
 	// Leaving is set before a graceful leave, so that others can tell a
 	// departure from a crash.
 	Leaving bool `json:"leaving,omitempty"`
@@ -47,6 +51,7 @@ type membership struct {
 	mu      sync.Mutex
 	self    nodeMeta
 	members map[string]*member
+	refused error // see incompatible
 }
 
 // membershipConfig configures gossip.
@@ -70,7 +75,7 @@ func newMembership(c membershipConfig) (*membership, error) {
 		logger:   c.logger.With("component", "membership"),
 		groups:   c.groups,
 		onChange: c.onChange,
-		self:     nodeMeta{ID: c.nodeID, RaftAddr: c.raftAddr, HTTPAddr: c.httpAddr},
+		self:     nodeMeta{ID: c.nodeID, RaftAddr: c.raftAddr, HTTPAddr: c.httpAddr, Groups: c.groups},
 		members:  map[string]*member{},
 	}
 	mc := memberlist.DefaultLANConfig()
@@ -89,6 +94,8 @@ func newMembership(c membershipConfig) (*membership, error) {
 	mc.PushPullInterval = 5 * time.Second
 	mc.Delegate = m
 	mc.Events = m
+	mc.Merge = m
+	mc.Alive = m
 	mc.Logger = slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -198,6 +205,43 @@ func (m *membership) NotifyJoin(n *memberlist.Node) { m.update(n, "alive") }
 
 // NotifyUpdate implements memberlist.EventDelegate.
 func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, "alive") }
+
+// NotifyMerge implements memberlist.MergeDelegate: a join with a cluster
+// whose nodes have another group count fails, on both sides.
+func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
+	for _, p := range peers {
+		if err := m.compatible(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NotifyAlive implements memberlist.AliveDelegate: a node with another
+// group count is kept out of the member list.
+func (m *membership) NotifyAlive(p *memberlist.Node) error { return m.compatible(p) }
+
+func (m *membership) compatible(p *memberlist.Node) error {
+	var meta nodeMeta
+	if json.Unmarshal(p.Meta, &meta) != nil || meta.Groups == 0 || meta.Groups == m.groups {
+		return nil // unreadable metadata is update's to ignore
+	}
+	err := fmt.Errorf("node %s has %d data groups and this node %d: a cluster's group count is fixed when it is created, so start this node with --groups %d and a fresh data dir",
+		meta.ID, meta.Groups, m.groups, meta.Groups)
+	m.logger.Error("refusing gossip member", "err", err)
+	m.mu.Lock()
+	m.refused = err
+	m.mu.Unlock()
+	return err
+}
+
+// incompatible returns the last refusal of a member with another group
+// count, if any.
+func (m *membership) incompatible() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
+}
 
 // NotifyLeave implements memberlist.EventDelegate. It fires for crashes and
 // departures alike; the Leaving flag tells them apart.

@@ -67,11 +67,11 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	layout, err := checkClusterFile(opts)
+	cf, err := checkClusterFile(opts)
 	if err != nil {
 		return nil, err
 	}
-	opts.LogStore = layout
+	opts.Groups, opts.LogStore = cf.Groups, cf.LogStore
 	ln, err := net.Listen("tcp", opts.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
@@ -175,7 +175,7 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch)
+		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile)
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()
@@ -226,6 +226,9 @@ func (n *Node) joinWithRetry(attempts int) error {
 	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
 		if err = n.members.join(n.opts.Join); err == nil {
 			return nil
+		}
+		if refused := n.members.incompatible(); refused != nil {
+			return fmt.Errorf("cluster: %w", refused)
 		}
 		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
 		select {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -277,7 +278,8 @@ func TestDataDirRemembersLogStore(t *testing.T) {
 	allowOne(t, n, "dora", 2)
 	require.NoError(t, n.Close())
 	open := func(layout string) (*Node, error) {
-		return New(Options{NodeID: "n1", DataDir: dir, Groups: 4, LogStore: layout, Clock: clock, Logger: slog.New(slog.DiscardHandler),
+		return New(Options{NodeID: "n1", DataDir: dir, LogStore: layout, // Groups: the data dir's
+			Clock: clock, Logger: slog.New(slog.DiscardHandler),
 			RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Raft: fastRaft, ReclaimInterval: -1})
 	}
 	_, err := open(LogStoreShared)
@@ -323,5 +325,65 @@ func TestGroupOfIsFNV1a(t *testing.T) {
 		for _, groups := range []int{1, 4, 16, 1024} {
 			assert.Equal(t, int(h.Sum64()%uint64(groups)), GroupOf(client, groups), "GroupOf(%q, %d)", client, groups)
 		}
+	}
+}
+
+// A snapshot truncates each group's log in the store (a range tombstone in
+// the shared layout), and a restart rebuilds balances from the snapshot and
+// the entries after it.
+func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
+	for _, layout := range []string{LogStoreShared, LogStoreBoltDB} {
+		t.Run(layout, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := newManualClock()
+			timings := fastRaft
+			timings.TrailingLogs = 10
+			n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout; o.Raft = timings })
+			setTier(t, n, "fixed", 1000, 0)
+			require.NoError(t, n.SetClientTier(ctx(t), "eve", "fixed"))
+			g := n.groupFor("eve")
+			for range 300 {
+				allowOne(t, n, "eve", 1)
+			}
+			require.NoError(t, g.raft.Snapshot().Error())
+			first, err := g.store.FirstIndex()
+			require.NoError(t, err)
+			last, err := g.store.LastIndex()
+			require.NoError(t, err)
+			assert.Greater(t, first, uint64(250), "the snapshot truncated the log to its trailing entries")
+			assert.GreaterOrEqual(t, last, uint64(300))
+			var l raft.Log
+			assert.ErrorIs(t, g.store.GetLog(first-1, &l), raft.ErrLogNotFound)
+			for range 50 {
+				allowOne(t, n, "eve", 1)
+			}
+			require.NoError(t, n.Close())
+
+			n2 := startNode(t, dir, clock)
+			v, err := n2.Client(ctx(t), "eve")
+			require.NoError(t, err)
+			assert.Equal(t, int64(650), v.Decision.RemainingTokens(), "snapshot plus log after it")
+		})
+	}
+}
+
+// The first decisions of a new cluster use its configured default, never
+// the built-in one: a data group decides only once the configuration is in
+// its log.
+func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
+	n, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		Groups: 4, Logger: slog.New(slog.DiscardHandler), Raft: fastRaft, ReclaimInterval: -1,
+		Initial: bucket.Config{Default: bucket.Policy{Capacity: 1000, Rate: 0}}})
+	require.NoError(t, err)
+	defer n.Close()
+	// No waiting for readiness: ask at once, in every group.
+	reqs := make([]fsm.AllowRequest, 64)
+	for i := range reqs {
+		reqs[i] = fsm.AllowRequest{Client: fmt.Sprintf("first-%d", i), Cost: 1}
+	}
+	ds, err := n.Allow(ctx(t), reqs)
+	require.NoError(t, err)
+	for i, d := range ds {
+		assert.Equal(t, int64(1000), d.Limit, "decision %d used capacity %d", i, d.Limit)
 	}
 }

@@ -40,8 +40,9 @@ type Options struct {
 	// PlacementInterval is how often group leaders reconcile voters and
 	// leadership with membership (DefaultPlacementInterval if zero).
 	PlacementInterval time.Duration
-	// Groups is the number of data groups, fixed when the cluster is created
-	// (DefaultGroups if zero). A node refuses to start with a data dir
+	// Groups is the number of data groups, fixed when the cluster is created.
+	// Zero means the data dir's (DefaultGroups for a new data dir); a node
+	// refuses to start with a data dir
 	// created with another number.
 	Groups int
 	// LogStore is the raft log layout, LogStoreShared or LogStoreBoltDB. A
@@ -86,11 +87,14 @@ type RaftTimings struct {
 	CommitTimeout      time.Duration
 	SnapshotInterval   time.Duration
 	SnapshotThreshold  uint64
+	// TrailingLogs is how many entries a snapshot leaves in the log, for
+	// followers that are a little behind (raft's default, 10240, if zero).
+	TrailingLogs uint64
 }
 
 // Defaults.
 const (
-	DefaultGroups            = 16
+	DefaultGroups            = 8
 	DefaultMaxBatch          = 4096
 	DefaultMaxInflight       = 2
 	DefaultReclaimInterval   = time.Minute
@@ -117,10 +121,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DataDir == "" {
 		return o, errors.New("cluster: DataDir is required")
 	}
-	if o.Groups == 0 {
-		o.Groups = DefaultGroups
-	}
-	if o.Groups < 1 || o.Groups > 1024 {
+	if o.Groups < 0 || o.Groups > 1024 {
 		return o, fmt.Errorf("cluster: groups must be 1..1024, got %d", o.Groups)
 	}
 	switch o.LogStore {

@@ -303,8 +303,12 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 // Ready returns nil when every group has a known leader.
 func (n *Node) Ready(ctx context.Context) error {
 	for _, g := range n.allGroups() {
-		if self, addr := n.leaderOf(g); !self && addr == "" {
+		self, addr := n.leaderOf(g)
+		if !self && addr == "" {
 			return fmt.Errorf("%w: group %s has no leader", ErrUnavailable, g.id)
+		}
+		if self && g.fsm.ConfigVersion() == 0 {
+			return fmt.Errorf("%w: group %s has no configuration yet", ErrUnavailable, g.id)
 		}
 	}
 	return nil

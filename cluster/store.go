@@ -96,11 +96,12 @@ type clusterFile struct {
 }
 
 // checkClusterFile creates the data dir's quorate.json, or checks opts
-// against it, and returns the log layout to use: opts.LogStore, or for an
-// empty one, the recorded layout (LogStoreShared for a new data dir).
-func checkClusterFile(opts Options) (string, error) {
+// against it, and returns the facts to run with: the group count and log
+// layout of opts, or where those are zero, the recorded ones (DefaultGroups
+// and LogStoreShared for a new data dir).
+func checkClusterFile(opts Options) (clusterFile, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return "", err
+		return clusterFile{}, err
 	}
 	path := filepath.Join(opts.DataDir, "quorate.json")
 	data, err := os.ReadFile(path)
@@ -109,29 +110,34 @@ func checkClusterFile(opts Options) (string, error) {
 			if err == nil {
 				err = fmt.Errorf("cluster: data dir %s holds raft state but no quorate.json: restore the file rather than start over", opts.DataDir)
 			}
-			return "", err
+			return clusterFile{}, err
 		}
-		layout := orDefault(opts.LogStore, LogStoreShared)
-		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: layout}
-		return layout, writeFileAtomic(path, cf)
+		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: orDefault(opts.LogStore, LogStoreShared)}
+		if cf.Groups == 0 {
+			cf.Groups = DefaultGroups
+		}
+		return cf, writeFileAtomic(path, cf)
 	}
 	if err != nil {
-		return "", err
+		return clusterFile{}, err
 	}
 	var cf clusterFile
 	if err := json.Unmarshal(data, &cf); err != nil {
-		return "", fmt.Errorf("cluster: %s: %w", path, err)
+		return clusterFile{}, fmt.Errorf("cluster: %s: %w", path, err)
 	}
 	recorded := orDefault(cf.LogStore, LogStoreBoltDB)
 	switch {
-	case cf.Groups != opts.Groups:
-		return "", fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", opts.DataDir, cf.Groups, opts.Groups)
+	case cf.Groups < 1 || cf.Groups > 1024:
+		return clusterFile{}, fmt.Errorf("cluster: %s records %d groups, not 1..1024", path, cf.Groups)
+	case opts.Groups != 0 && cf.Groups != opts.Groups:
+		return clusterFile{}, fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", opts.DataDir, cf.Groups, opts.Groups)
 	case cf.NodeID != opts.NodeID:
-		return "", fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", opts.DataDir, cf.NodeID, opts.NodeID)
+		return clusterFile{}, fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", opts.DataDir, cf.NodeID, opts.NodeID)
 	case opts.LogStore != "" && opts.LogStore != recorded:
-		return "", fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", opts.DataDir, recorded, opts.LogStore, recorded)
+		return clusterFile{}, fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", opts.DataDir, recorded, opts.LogStore, recorded)
 	}
-	return recorded, nil
+	cf.LogStore = recorded
+	return cf, nil
 }
 
 // orDefault returns s, or def if s is empty.

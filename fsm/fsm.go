@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -79,6 +80,7 @@ type FSM struct {
 	highWater int64
 	applied   uint64
 	config    bucket.Config
+	version   atomic.Uint64 // config.Version, readable without the lock
 	tiers     map[string]string
 	buckets   map[string]bucket.State
 	dedup     *dedupWindow
@@ -119,6 +121,7 @@ func (f *FSM) reset(d *dedupWindow) {
 	f.highWater = 0
 	f.applied = 0
 	f.config = f.initial
+	f.version.Store(f.initial.Version)
 	f.tiers = map[string]string{}
 	f.buckets = map[string]bucket.State{}
 	f.dedup = d
@@ -240,6 +243,7 @@ func (f *FSM) applyInstallConfig(ic InstallConfig) *ConfigResult {
 
 func (f *FSM) setConfig(c bucket.Config) {
 	f.config = c
+	f.version.Store(c.Version)
 	if f.onConfig != nil {
 		f.onConfig(c.Version)
 	}

@@ -35,6 +35,10 @@ func (f *FSM) Config() bucket.Config {
 	return f.config
 }
 
+// ConfigVersion returns the version of the configuration in force (0
+// until one is installed), without taking the FSM's lock.
+func (f *FSM) ConfigVersion() uint64 { return f.version.Load() }
+
 // HighWater returns the group's time: the largest stamp applied so far.
 func (f *FSM) HighWater() int64 {
 	f.mu.RLock()

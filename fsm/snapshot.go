@@ -160,6 +160,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.applied = s.applied
 	f.highWater = s.highWater
 	f.config = s.config
+	f.version.Store(s.config.Version)
 	f.tiers = s.tiers
 	f.buckets = s.buckets
 	return nil

@@ -57,7 +57,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.replicas, "replicas", cluster.DefaultReplicas, "voters per group (each group has min(replicas, live nodes))")
 	fs.DurationVar(&f.deadAfter, "dead-after", cluster.DefaultDeadAfter, "how long a node must be dead before its replicas are placed elsewhere")
 	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGINT/SIGTERM, leave the cluster (hand over groups, be removed as a voter) instead of just stopping")
-	fs.IntVar(&f.groups, "groups", cluster.DefaultGroups, "number of data groups, fixed when the cluster is created")
+	fs.IntVar(&f.groups, "groups", 0, fmt.Sprintf("number of data groups, fixed when the cluster is created; 0: the data dir's, %d for a new one", cluster.DefaultGroups))
 	fs.StringVar(&f.logStore, "log-store", "", `raft log layout: "shared" (one log for every group, fsyncs shared) or "boltdb" (a raft-boltdb file per group); empty: the data dir's, "shared" for a new one`)
 	fs.StringVar(&f.config, "config", "", "JSON file with the default policy and tiers a new cluster starts with")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -189,7 +189,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		defer dbg.Close()
 	}
-	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir, "groups", f.groups)
+	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir)
 
 	left := false
 	select {

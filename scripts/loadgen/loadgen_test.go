@@ -151,7 +151,8 @@ func TestReport(t *testing.T) {
 	require.Len(t, lines, 5, table.String())
 	assert.Contains(t, lines[2], "| quorate-1 | 64 | 10,000 uniform | 1 | 12,345 |", "many keys first")
 	assert.Contains(t, lines[2], "| - |", "no ceiling for that workload")
-	assert.Contains(t, lines[4], "| 3.0 | - | ×0.25 |", "ratio to the ceiling's 8-connection hot-key run")
+	assert.Contains(t, lines[4], "| 250 | ×0.25 |", "ratio to the ceiling's 8-connection hot-key run")
+	assert.Contains(t, lines[4], "| 3.0 | - | - | 0 |", "decisions per entry; no fsync counts")
 
 	var rep report
 	data, err := os.ReadFile(out)

@@ -27,7 +27,8 @@ type report struct {
 // under the same workload (connections, keys, batch).
 type reportedRun struct {
 	result
-	CeilingRatio *float64 `json:"ceiling_ratio,omitempty"`
+	CeilingRatio    *float64 `json:"ceiling_ratio,omitempty"`
+	CeilingP99Ratio *float64 `json:"ceiling_p99_ratio,omitempty"`
 }
 
 // runReport reads the -json results of several runs (concatenated, as
@@ -62,15 +63,19 @@ func runReport(args []string, stdout io.Writer) error {
 	}
 	type workload struct{ conns, keys, batch int }
 	key := func(r result) workload { return workload{r.Connections, r.Keys, r.Batch} }
-	base := map[workload]float64{}
+	base := map[workload]result{}
 	for _, r := range runs {
 		if r.Label == *ceiling {
-			base[key(r.result)] = r.PerSecond
+			base[key(r.result)] = r.result
 		}
 	}
 	for i, r := range runs {
-		if b := base[key(r.result)]; b > 0 {
-			runs[i].CeilingRatio = ptr(r.PerSecond / b)
+		b := base[key(r.result)]
+		if b.PerSecond > 0 {
+			runs[i].CeilingRatio = ptr(r.PerSecond / b.PerSecond)
+		}
+		if b.P99Micros > 0 {
+			runs[i].CeilingP99Ratio = ptr(float64(r.P99Micros) / float64(b.P99Micros))
 		}
 	}
 	// Single decisions before batches, many keys before one, more
@@ -90,19 +95,23 @@ func runReport(args []string, stdout io.Writer) error {
 }
 
 func writeTable(w io.Writer, runs []reportedRun) {
-	fmt.Fprintln(w, "| target | conns | keys | batch | decisions/s | p50 | p99 | CPU µs/decision | decisions/entry | decisions/fsync | × ceiling | failed calls |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| target | conns | keys | batch | decisions/s | × ceiling | p50 | p99 | p99 × ceiling's | CPU µs/decision | decisions/entry | fsyncs/s | decisions/fsync | failed calls |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		keys := thousands(int64(r.Keys)) + " uniform"
 		if r.Keys == 1 {
 			keys = "1 hot"
 		}
 		label := cmp.Or(r.Label, r.Mode)
-		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			label, r.Connections, keys, r.Batch, thousands(int64(r.PerSecond+0.5)),
-			millis(r.P50Micros), millis(r.P99Micros),
-			fmtOpt(r.CPUMicrosPerDecision, 1), fmtOpt(r.DecisionsPerEntry, 1), fmtOpt(r.DecisionsPerSync, 1),
-			fmtRatio(r.CeilingRatio), thousands(r.Errors))
+		var syncsPerSecond *float64
+		if r.LogSyncs != nil && r.Seconds > 0 {
+			syncsPerSecond = ptr(*r.LogSyncs / r.Seconds)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			label, r.Connections, keys, r.Batch, thousands(int64(r.PerSecond+0.5)), fmtRatio(r.CeilingRatio),
+			millis(r.P50Micros), millis(r.P99Micros), fmtRatio(r.CeilingP99Ratio),
+			fmtOpt(r.CPUMicrosPerDecision, 1), fmtOpt(r.DecisionsPerEntry, 1), fmtOpt(syncsPerSecond, 0), fmtOpt(r.DecisionsPerSync, 1),
+			thousands(r.Errors))
 	}
 	for _, r := range runs {
 		if r.FirstErrText != "" {
