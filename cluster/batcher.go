@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -13,9 +14,18 @@ import (
 
 // submission is one caller's requests waiting to ride in an allow entry.
 type submission struct {
-	ctx  context.Context
-	reqs []fsm.AllowRequest
-	done chan outcome // buffered: the batcher never blocks on a caller
+	ctx      context.Context
+	reqs     []fsm.AllowRequest
+	done     chan outcome // buffered: the batcher never blocks on a caller
+	answered atomic.Bool
+}
+
+// answer delivers o unless the submission was answered already (by the
+// batcher's abandon, racing a late answer from raft).
+func (s *submission) answer(o outcome) {
+	if s.answered.CompareAndSwap(false, true) {
+		s.done <- o
+	}
 }
 
 type outcome struct {
@@ -31,16 +41,25 @@ type outcome struct {
 // Two goroutines do the work: run gathers and proposes, complete waits for
 // each entry's future and answers its callers. Raft finishes a group's
 // futures in log order, so complete takes them in the order proposed.
+//
+// hashicorp/raft does not answer every future when it shuts down: an entry
+// committed but not yet applied is dropped with its future still open. So
+// after raft has shut down, abandon answers every caller still waiting with
+// an unknown outcome, and complete may stay blocked on such a future for good
+// (one goroutine per closed group).
 type batcher struct {
-	g           *group
-	clock       Clock
-	maxBatch    int
-	in          chan *submission
-	slots       chan struct{} // one per entry in flight, maxInflight in all
-	pending     chan entry    // proposed entries, oldest first (never more than maxInflight)
-	stop        chan struct{}
-	running     sync.WaitGroup // run
-	completing  sync.WaitGroup // complete
+	g        *group
+	clock    Clock
+	maxBatch int
+	in       chan *submission
+	slots    chan struct{} // one per entry in flight, maxInflight in all
+	pending  chan entry    // proposed entries, oldest first (never more than maxInflight)
+	stop     chan struct{}
+	running  sync.WaitGroup // run
+
+	mu          sync.Mutex
+	current     *entry // the entry complete waits on, nil between entries
+	abandoned   error  // set by abandon: the answer for entries not yet waited on
 	observeSize func(n int)
 	// notConfigured asks for the configuration to be installed.
 	notConfigured func()
@@ -57,17 +76,16 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 	b := &batcher{
 		g:             g,
 		notConfigured: notConfigured,
-		clock:       clock,
-		maxBatch:    maxBatch,
-		in:          make(chan *submission, 4*maxBatch),
-		slots:       make(chan struct{}, maxInflight),
-		pending:     make(chan entry, maxInflight),
-		stop:        make(chan struct{}),
-		observeSize: observeSize,
+		clock:         clock,
+		maxBatch:      maxBatch,
+		in:            make(chan *submission, 4*maxBatch),
+		slots:         make(chan struct{}, maxInflight),
+		pending:       make(chan entry, maxInflight),
+		stop:          make(chan struct{}),
+		observeSize:   observeSize,
 	}
 	b.running.Add(1)
 	go b.run()
-	b.completing.Add(1)
 	go b.complete()
 	return b
 }
@@ -125,7 +143,7 @@ func (b *batcher) run() {
 		select {
 		case b.slots <- struct{}{}:
 		case <-b.stop:
-			first.done <- outcome{err: ErrShuttingDown}
+			first.answer(outcome{err: ErrShuttingDown})
 			b.failQueued()
 			return
 		}
@@ -157,11 +175,11 @@ func (b *batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byt
 	timeout := enqueueTimeout(context.Background())
 	for _, s := range subs {
 		if err := s.ctx.Err(); err != nil {
-			s.done <- outcome{err: fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err)}
+			s.answer(outcome{err: fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err)})
 			continue
 		}
 		if !b.g.serving.Load() {
-			s.done <- outcome{err: fmt.Errorf("%w: group %s", errNotLeader, b.g.id)}
+			s.answer(outcome{err: fmt.Errorf("%w: group %s", errNotLeader, b.g.id)})
 			continue
 		}
 		timeout = min(timeout, enqueueTimeout(s.ctx))
@@ -183,9 +201,21 @@ func (b *batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byt
 // complete answers the callers of each proposed entry once raft has
 // decided it.
 func (b *batcher) complete() {
-	defer b.completing.Done()
 	for e := range b.pending {
+		b.mu.Lock()
+		if b.abandoned != nil {
+			for _, s := range e.subs {
+				s.answer(outcome{err: b.abandoned})
+			}
+			b.mu.Unlock()
+			continue
+		}
+		b.current = &e
+		b.mu.Unlock()
 		b.deliver(e)
+		b.mu.Lock()
+		b.current = nil
+		b.mu.Unlock()
 		<-b.slots
 	}
 }
@@ -194,7 +224,7 @@ func (b *batcher) deliver(e entry) {
 	if err := e.fut.Error(); err != nil {
 		err = raftError(b.g.id, err)
 		for _, s := range e.subs {
-			s.done <- outcome{err: err}
+			s.answer(outcome{err: err})
 		}
 		return
 	}
@@ -202,13 +232,13 @@ func (b *batcher) deliver(e entry) {
 	if !ok || len(res.Decisions) != e.n {
 		err := fmt.Errorf("group %s: unexpected apply result %T", b.g.id, e.fut.Response())
 		for _, s := range e.subs {
-			s.done <- outcome{err: err}
+			s.answer(outcome{err: err})
 		}
 		return
 	}
 	off := 0
 	for _, s := range e.subs {
-		s.done <- outcome{decisions: res.Decisions[off : off+len(s.reqs) : off+len(s.reqs)]}
+		s.answer(outcome{decisions: res.Decisions[off : off+len(s.reqs) : off+len(s.reqs)]})
 		off += len(s.reqs)
 	}
 }
@@ -218,7 +248,7 @@ func (b *batcher) failQueued() {
 	for {
 		select {
 		case s := <-b.in:
-			s.done <- outcome{err: ErrShuttingDown}
+			s.answer(outcome{err: ErrShuttingDown})
 		default:
 			return
 		}
@@ -226,12 +256,32 @@ func (b *batcher) failQueued() {
 }
 
 // close stops taking submissions and answers those queued with
-// ErrShuttingDown. Entries in flight are answered when raft finishes them:
-// call wait after shutting raft down.
+// ErrShuttingDown. Entries in flight are answered when raft finishes them, or
+// by abandon.
 func (b *batcher) close() {
 	close(b.stop)
 	b.running.Wait()
 }
 
-// wait returns once every proposed entry has been answered.
-func (b *batcher) wait() { b.completing.Wait() }
+// abandon answers, with an unknown outcome, every caller of an entry raft
+// has not answered; call it once raft has shut down (see batcher). An entry
+// raft had committed is applied when the group next starts, so the outcome
+// is unknown, not "not decided".
+func (b *batcher) abandon() {
+	err := fmt.Errorf("%w: group %s: outcome unknown: the node shut down with the entry in flight", ErrUnavailable, b.g.id)
+	b.mu.Lock()
+	b.abandoned = err
+	if b.current != nil {
+		for _, s := range b.current.subs {
+			s.answer(outcome{err: err})
+		}
+	}
+	b.mu.Unlock()
+	// complete and abandon may both take from pending (closed by run, which
+	// close has waited for): whichever takes an entry answers it.
+	for e := range b.pending {
+		for _, s := range e.subs {
+			s.answer(outcome{err: err})
+		}
+	}
+}

@@ -162,13 +162,13 @@ func (g *group) watchLeadership(onLeader func(*group)) {
 				continue
 			}
 			for g.raft.State() == raft.Leader {
-				if err := g.raft.Barrier(5 * time.Second).Error(); err == nil {
+				if err := waitFuture(g.raft.Barrier(5*time.Second), g.stop); err == nil {
 					g.setServing(true)
 					if onLeader != nil {
 						go onLeader(g)
 					}
 					break
-				} else if errors.Is(err, raft.ErrRaftShutdown) {
+				} else if errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errAbandoned) {
 					return
 				}
 			}
@@ -205,16 +205,29 @@ func (g *group) applyLocal(ctx context.Context, c fsm.Command) (any, error) {
 		return nil, fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
 	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
+	if err := waitFuture(fut, ctx.Done()); errors.Is(err, errAbandoned) {
+		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, g.id, ctx.Err())
+	} else if err != nil {
+		return nil, raftError(g.id, err)
+	}
+	return fut.Response(), nil
+}
+
+// errAbandoned is waitFuture's answer when the wait was given up.
+var errAbandoned = errors.New("stopped waiting for raft")
+
+// waitFuture returns fut's error, or errAbandoned once stop is closed.
+// hashicorp/raft leaves some futures unanswered when it shuts down (an entry
+// committed but not yet applied), so a wait that must end has to be able to
+// give up; the goroutine blocked on such a future stays blocked.
+func waitFuture(fut raft.Future, stop <-chan struct{}) error {
 	errc := make(chan error, 1)
 	go func() { errc <- fut.Error() }()
 	select {
 	case err := <-errc:
-		if err != nil {
-			return nil, raftError(g.id, err)
-		}
-		return fut.Response(), nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, g.id, ctx.Err())
+		return err
+	case <-stop:
+		return errAbandoned
 	}
 }
 
@@ -250,18 +263,12 @@ func (g *group) verifyRead(ctx context.Context) error {
 	if !g.serving.Load() {
 		return fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
-	fut := g.raft.VerifyLeader()
-	errc := make(chan error, 1)
-	go func() { errc <- fut.Error() }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			return raftError(g.id, err)
-		}
-		return nil
-	case <-ctx.Done():
+	if err := waitFuture(g.raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
 		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
+	} else if err != nil {
+		return raftError(g.id, err)
 	}
+	return nil
 }
 
 // close stops the group's raft and closes its stores.
@@ -279,7 +286,7 @@ func (g *group) close() error {
 	}
 	err := fut.Error()
 	if g.batch != nil {
-		g.batch.wait()
+		g.batch.abandon()
 	}
 	g.wg.Wait()
 	return errors.Join(err, g.store.Close())

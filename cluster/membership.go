@@ -211,6 +211,9 @@ func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, "alive") }
 func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
 	for _, p := range peers {
 		if err := m.compatible(p); err != nil {
+			m.mu.Lock()
+			m.refused = err
+			m.mu.Unlock()
 			return err
 		}
 	}
@@ -228,19 +231,18 @@ func (m *membership) compatible(p *memberlist.Node) error {
 	}
 	err := fmt.Errorf("node %s has %d data groups and this node %d: a cluster's group count is fixed when it is created, so start this node with --groups %d and a fresh data dir",
 		meta.ID, meta.Groups, m.groups, meta.Groups)
-	m.logger.Error("refusing gossip member", "err", err)
-	m.mu.Lock()
-	m.refused = err
-	m.mu.Unlock()
+	m.logger.Warn("refusing gossip member", "err", err)
 	return err
 }
 
-// incompatible returns the last refusal of a member with another group
-// count, if any.
+// incompatible returns the refusal of a push/pull merge with members of
+// another group count since the last call, if any, and forgets it.
 func (m *membership) incompatible() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.refused
+	err := m.refused
+	m.refused = nil
+	return err
 }
 
 // NotifyLeave implements memberlist.EventDelegate. It fires for crashes and

@@ -23,6 +23,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 )
 
@@ -122,23 +123,33 @@ func (n *Node) start() error {
 		return err
 	}
 	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
-	metaStore, err := n.logs.open(metaGroupID, groupDir(metaGroupID))
-	if err != nil {
-		return err
-	}
-	existing, err := hasState(metaStore)
-	if err != nil {
-		metaStore.Close()
-		return err
+	// Open every group's store first: a node that holds state in any group
+	// is a member restarting (with more nodes than replicas, some hold no
+	// meta replica), never a new cluster to bootstrap.
+	stores := map[string]*raftlog.Store{}
+	existing := false
+	for i := -1; i < opts.Groups; i++ {
+		id, dir := metaGroupID, metaGroupID
+		if i >= 0 {
+			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
+		}
+		st, err := n.logs.open(id, groupDir(dir))
+		if err != nil {
+			closeStores(stores)
+			return err
+		}
+		stores[id] = st
+		has, err := hasState(st)
+		if err != nil {
+			closeStores(stores)
+			return err
+		}
+		existing = existing || has
 	}
 	bootstrap := !existing && len(opts.Join) == 0
 	open := func(id string, index int, dir string, onLeader func(*group)) (*group, error) {
-		store := metaStore
-		if id != metaGroupID {
-			if store, err = n.logs.open(id, groupDir(dir)); err != nil {
-				return nil, err
-			}
-		}
+		store := stores[id]
+		delete(stores, id) // the group owns it from here
 		layer, err := layer("g/" + id)
 		if err != nil {
 			store.Close()
@@ -167,6 +178,7 @@ func (n *Node) start() error {
 			onChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 		})
 	}
+	defer closeStores(stores) // those of groups not opened, on failure
 	if n.meta, err = open(metaGroupID, opts.Groups, metaGroupID, n.onMetaLeader); err != nil {
 		return err
 	}
@@ -224,6 +236,7 @@ func (n *Node) joinWithRetry(attempts int) error {
 	}
 	var err error
 	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
+		_ = n.members.incompatible() // only this attempt's refusals count
 		if err = n.members.join(n.opts.Join); err == nil {
 			return nil
 		}
@@ -238,6 +251,12 @@ func (n *Node) joinWithRetry(attempts int) error {
 		}
 	}
 	return fmt.Errorf("cluster: %w", err)
+}
+
+func closeStores(stores map[string]*raftlog.Store) {
+	for _, st := range stores {
+		_ = st.Close()
+	}
 }
 
 // noPipeline is raft's network transport without pipelined replication.

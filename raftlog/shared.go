@@ -78,7 +78,9 @@ func OpenShared(dir string, o Options) (*DB, error) {
 	defer cache.Unref()
 	po := &pebble.Options{
 		Cache:              cache,
-		FormatMajorVersion: pebble.FormatNewest,
+		// Pinned, not FormatNewest: a later pebble must not move the files
+		// to a format an older quorate cannot open (no rollback).
+		FormatMajorVersion: pebble.FormatValueSeparation,
 		Logger:             pebbleLogger{o.Logger},
 	}
 	if o.MinSyncInterval > 0 {
