@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Starts a throwaway single node on loopback with a fresh data dir, drives it
-# with scripts/loadgen, prints the result and the group-commit batch sizes,
-# and stops the node it started (by PID).
+# with scripts/loadgen, prints the result (throughput, latency, CPU per
+# decision, decisions per raft entry and per fsync), and stops the node it
+# started (by PID). CEILING=1 drives the in-memory ceiling (scripts/ceiling)
+# on the same address instead, for a ratio measured the same way.
 #   CONNS=64 DURATION=20s KEYS=10000 scripts/loadtest.sh
+#   QUORATE_ARGS="--groups 4" scripts/loadtest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -14,9 +17,15 @@ RAFT=${RAFT:-127.0.0.1:17071}
 
 go build -o bin/quorate ./cmd/quorate
 go build -o bin/loadgen ./scripts/loadgen
+go build -o bin/ceiling ./scripts/ceiling
 dir=$(mktemp -d)
-./bin/quorate serve --data-dir "$dir/data" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr "${GOSSIP:-127.0.0.1:17072}" --log-level warn \
-  ${QUORATE_ARGS:-} 2>"$dir/node.log" &
+if [ -n "${CEILING:-}" ]; then
+  ./bin/ceiling -addr "$HTTP" 2>"$dir/node.log" &
+else
+  # shellcheck disable=SC2086
+  ./bin/quorate serve --data-dir "$dir/data" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr "${GOSSIP:-127.0.0.1:17072}" --log-level warn \
+    ${QUORATE_ARGS:-} 2>"$dir/node.log" &
+fi
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
@@ -27,9 +36,4 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://$HTTP/readyz" >/dev/null || { cat "$dir/node.log"; exit 1; }
 
-./bin/loadgen -targets "http://$HTTP" -c "$CONNS" -duration "$DURATION" -keys "$KEYS"
-echo "group-commit batch size (decisions per raft entry):"
-curl -fsS "http://$HTTP/metrics" | awk '
-  /^quorate_raft_entry_decisions_sum/ {s=$2}
-  /^quorate_raft_entry_decisions_count/ {c=$2}
-  END { if (c > 0) printf "  entries=%d mean=%.1f\n", c, s/c }'
+./bin/loadgen -targets "http://$HTTP" -c "$CONNS" -duration "$DURATION" -keys "$KEYS" -pids "$pid" -metrics "http://$HTTP"
