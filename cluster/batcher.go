@@ -18,6 +18,7 @@ type submission struct {
 	reqs     []fsm.AllowRequest
 	done     chan outcome // buffered: the batcher never blocks on a caller
 	answered atomic.Bool
+	taken    atomic.Bool // run has taken it from the queue
 }
 
 // answer delivers o unless the submission was answered already (by the
@@ -48,21 +49,22 @@ type outcome struct {
 // an unknown outcome, and complete may stay blocked on such a future for good
 // (one goroutine per closed group).
 type batcher struct {
-	g        *group
-	clock    Clock
-	maxBatch int
-	in       chan *submission
-	slots    chan struct{} // one per entry in flight, maxInflight in all
-	pending  chan entry    // proposed entries, oldest first (never more than maxInflight)
-	stop     chan struct{}
-	running  sync.WaitGroup // run
+	g             *group
+	clock         Clock
+	maxBatch      int
+	observeSize   func(n int)
+	notConfigured func() // asks for the configuration to be installed
 
-	mu          sync.Mutex
-	current     *entry // the entry complete waits on, nil between entries
-	abandoned   error  // set by abandon: the answer for entries not yet waited on
-	observeSize func(n int)
-	// notConfigured asks for the configuration to be installed.
-	notConfigured func()
+	in      chan *submission
+	slots   chan struct{}  // one per entry in flight, maxInflight in all
+	pending chan entry     // proposed entries, oldest first (never more than maxInflight)
+	stop    chan struct{}  // closed by close
+	exited  chan struct{}  // closed when run has returned
+	running sync.WaitGroup // run
+
+	mu        sync.Mutex
+	current   *entry // the entry complete waits on, nil between entries
+	abandoned error  // set by abandon: the answer for entries not yet waited on
 }
 
 // entry is one proposed allow entry and the submissions riding in it.
@@ -82,6 +84,7 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 		slots:         make(chan struct{}, maxInflight),
 		pending:       make(chan entry, maxInflight),
 		stop:          make(chan struct{}),
+		exited:        make(chan struct{}),
 		observeSize:   observeSize,
 	}
 	b.running.Add(1)
@@ -114,16 +117,27 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 	case <-b.stop:
 		return nil, ErrShuttingDown
 	}
-	select {
-	case o := <-s.done:
-		return o.decisions, o.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, b.g.id, ctx.Err())
+	exited := b.exited
+	for {
+		select {
+		case o := <-s.done:
+			return o.decisions, o.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, b.g.id, ctx.Err())
+		case <-exited:
+			// The queue send can win against a concurrent close: if run
+			// left without taking s, nothing was proposed for it.
+			if !s.taken.Load() {
+				s.answer(outcome{err: ErrShuttingDown})
+			}
+			exited = nil
+		}
 	}
 }
 
 func (b *batcher) run() {
 	defer b.running.Done()
+	defer close(b.exited)
 	defer close(b.pending) // complete answers what is in flight, then returns
 	var (
 		subs []*submission
@@ -134,6 +148,7 @@ func (b *batcher) run() {
 		var first *submission
 		select {
 		case first = <-b.in:
+			first.taken.Store(true)
 		case <-b.stop:
 			b.failQueued()
 			return
@@ -152,6 +167,7 @@ func (b *batcher) run() {
 		for n < b.maxBatch {
 			select {
 			case s := <-b.in:
+				s.taken.Store(true)
 				subs = append(subs, s)
 				n += len(s.reqs)
 			default:
@@ -248,6 +264,7 @@ func (b *batcher) failQueued() {
 	for {
 		select {
 		case s := <-b.in:
+			s.taken.Store(true)
 			s.answer(outcome{err: ErrShuttingDown})
 		default:
 			return
