@@ -101,6 +101,9 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 	if !b.g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errNotLeader, b.g.id)
 	}
+	if err := fsm.Validate(fsm.Allow{Requests: reqs}); err != nil {
+		return nil, fmt.Errorf("group %s: %w", b.g.id, err)
+	}
 	if b.g.fsm.ConfigVersion() == 0 {
 		// A new cluster's configuration reaches each data group as an entry
 		// of its own log; until it has, the group would decide with the
@@ -140,18 +143,22 @@ func (b *batcher) run() {
 	defer close(b.exited)
 	defer close(b.pending) // complete answers what is in flight, then returns
 	var (
-		subs []*submission
-		reqs []fsm.AllowRequest
-		buf  []byte
+		subs  []*submission
+		reqs  []fsm.AllowRequest
+		buf   []byte
+		carry *submission // taken but did not fit the last entry: first of the next
 	)
 	for {
-		var first *submission
-		select {
-		case first = <-b.in:
-			first.taken.Store(true)
-		case <-b.stop:
-			b.failQueued()
-			return
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-b.in:
+				first.taken.Store(true)
+			case <-b.stop:
+				b.failQueued()
+				return
+			}
 		}
 		// Wait for an in-flight slot before gathering, so that everything
 		// arriving meanwhile joins this entry.
@@ -168,6 +175,12 @@ func (b *batcher) run() {
 			select {
 			case s := <-b.in:
 				s.taken.Store(true)
+				if n+len(s.reqs) > b.maxBatch {
+					// An entry never carries more than maxBatch decisions
+					// (validated submissions are at most fsm.MaxBatch).
+					carry = s
+					break gather
+				}
 				subs = append(subs, s)
 				n += len(s.reqs)
 			default:

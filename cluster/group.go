@@ -204,6 +204,14 @@ func (g *group) applyLocal(ctx context.Context, c fsm.Command) (any, error) {
 	if !g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
+	if err := fsm.Validate(c); err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.id, err)
+	}
+	if ctx.Err() != nil {
+		// Past the caller's deadline nothing is proposed: the caller has
+		// been told the outcome is unknown, or will be.
+		return nil, fmt.Errorf("%w: group %s: %w", errNotLeader, g.id, ctx.Err())
+	}
 	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
 	if err := waitFuture(fut, ctx.Done()); errors.Is(err, errAbandoned) {
 		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, g.id, ctx.Err())

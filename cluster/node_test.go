@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -386,4 +387,41 @@ func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
 	for i, d := range ds {
 		assert.Equal(t, int64(1000), d.Limit, "decision %d used capacity %d", i, d.Limit)
 	}
+}
+
+// A peer's internal RPC is checked like a caller's request before anything
+// is proposed: a forged set-tier or allow with a 300-byte client id, or an
+// allow sent to a group that does not own the client, is refused, and the
+// node (every replica, had it been committed) keeps serving.
+func TestForgedInternalRPCsAreRefused(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	long := strings.Repeat("c", 300)
+
+	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: long, Tier: "free"})
+	assert.ErrorIs(t, err, fsm.ErrInvalidCommand, "set-tier with a 300-byte client id")
+
+	var resp rpcAllowResp
+	other := 0
+	for GroupOf("alice", len(n.groups)) == other {
+		other++
+	}
+	require.NoError(t, n.rpc.call(ctx(t), n.RaftAddr(), "/internal/allow", rpcAllowReq{Items: []rpcAllowItem{
+		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
+		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
+		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
+		{Group: GroupOf("alice", len(n.groups)), Requests: []fsm.AllowRequest{{Client: "alice", Cost: bucket.MaxCost + 1}}},
+	}}, &resp))
+	require.Len(t, resp.Items, 4)
+	for i, it := range resp.Items {
+		if assert.NotNil(t, it.Error, "item %d was decided", i) {
+			assert.ErrorIs(t, it.Error.err(), fsm.ErrInvalidCommand, "item %d", i)
+		}
+	}
+
+	d := allowOne(t, n, "alice", 1)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity-1, d.RemainingTokens(), "nothing was taken from alice before")
+
+	_, err = New(Options{NodeID: "n2", DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
+	assert.ErrorContains(t, err, "max batch must be at most")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
 )
 
 // Options configure a Node. Zero fields take the defaults documented on
@@ -152,6 +153,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatch > fsm.MaxBatch {
+		return o, fmt.Errorf("cluster: max batch must be at most %d (what an entry may carry), got %d", fsm.MaxBatch, o.MaxBatch)
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight

@@ -30,6 +30,7 @@ const (
 	codeInvalid      = "invalid_policy"
 	codeTierName     = "invalid_tier_name"
 	codeNoSuchTier   = "no_such_tier"
+	codeInvalidCmd   = "invalid_command"
 	codeInternal     = "internal"
 
 	// deadlineHeader carries the caller's deadline in Unix nanoseconds.
@@ -56,6 +57,8 @@ func toRPCError(err error) *rpcError {
 		code = codeTierName
 	case errors.Is(err, fsm.ErrNoSuchTier):
 		code = codeNoSuchTier
+	case errors.Is(err, fsm.ErrInvalidCommand):
+		code = codeInvalidCmd
 	}
 	return &rpcError{Code: code, Message: err.Error()}
 }
@@ -75,6 +78,8 @@ func (e *rpcError) err() error {
 		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidTierName, e.Message)
 	case codeNoSuchTier:
 		return fmt.Errorf("%w (remote: %s)", fsm.ErrNoSuchTier, e.Message)
+	case codeInvalidCmd:
+		return fmt.Errorf("%w (remote: %s)", fsm.ErrInvalidCommand, e.Message)
 	}
 	return fmt.Errorf("remote error: %s", e.Message)
 }

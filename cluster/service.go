@@ -96,13 +96,28 @@ func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest
 	return ds, err
 }
 
+// checkItem refuses a forwarded item that names no group of this cluster or
+// carries a request for a client of another group: a peer's request is
+// checked like a caller's before anything is proposed.
+func (n *Node) checkItem(it rpcAllowItem) error {
+	if it.Group < 0 || it.Group >= len(n.groups) {
+		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
+	}
+	for _, r := range it.Requests {
+		if g := GroupOf(r.Client, len(n.groups)); g != it.Group {
+			return fmt.Errorf("%w: client %q belongs to group %d, not %d", fsm.ErrInvalidCommand, r.Client, g, it.Group)
+		}
+	}
+	return nil
+}
+
 // allowLocalItems decides forwarded requests in groups this node serves.
 func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAllowResp {
 	resp := rpcAllowResp{Items: make([]rpcAllowResult, len(items))}
 	var wg sync.WaitGroup
 	for i, it := range items {
-		if it.Group < 0 || it.Group >= len(n.groups) {
-			resp.Items[i].Error = &rpcError{Code: codeInternal, Message: fmt.Sprintf("no group %d", it.Group)}
+		if err := n.checkItem(it); err != nil {
+			resp.Items[i].Error = toRPCError(err)
 			continue
 		}
 		wg.Add(1)

@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/quorate/quorate/bucket"
 )
@@ -22,9 +23,10 @@ import (
 // reads another version refuses the entry rather than guessing.
 const EnvelopeVersion byte = 1
 
-// Limits on identifiers carried in commands. The HTTP layer enforces the
-// same limits with precise messages; the decoder enforces them again so that
-// a bad entry is refused identically on every replica.
+// Limits on what commands carry. The HTTP layer enforces the same limits
+// with precise messages; Validate enforces them before anything is proposed,
+// and apply again, so that an invalid entry that was committed anyway is
+// refused identically on every replica (see Rejected).
 const (
 	MaxClientLen    = 256
 	MaxRequestIDLen = 128
@@ -133,6 +135,15 @@ func (Reclaim) Type() Type       { return TypeReclaim }
 // valid command.
 var ErrMalformed = errors.New("malformed command")
 
+// ErrInvalidCommand is returned (wrapped) by Validate, and so by Decode, for
+// a well-formed command whose content breaks the rules of its version.
+var ErrInvalidCommand = fmt.Errorf("%w: invalid content", ErrMalformed)
+
+// maxFieldLen bounds every string of an encoded command, whatever its
+// rules: a structural limit that keeps a decoder from allocating without
+// bound, far above every limit Validate applies.
+const maxFieldLen = 1 << 16
+
 // ErrUnknownCommand is returned (wrapped) by Decode for a well-formed
 // envelope whose type this version does not know. Apply panics on it: a
 // replica that skipped an entry it did not understand would diverge.
@@ -199,6 +210,79 @@ var decoders = newDecoders()
 // wrapping ErrMalformed, an unknown type one wrapping ErrUnknownCommand.
 // Trailing bytes after the payload are malformed.
 func Decode(data []byte) (Command, error) {
+	c, err := decodeStructure(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Validate checks c against the rules of the envelope version this node
+// writes: identifier lengths, costs, batch sizes, operation kinds, and that
+// an installed configuration is valid. Rules are tied to the version: a rule
+// tightened later must come with a new envelope version, so that entries
+// committed under the old rules still apply the same way everywhere.
+func Validate(c Command) error {
+	var err error
+	switch c := c.(type) {
+	case Allow:
+		err = validateAllow(c)
+	case ConfigOp:
+		switch {
+		case len(c.Tier) > bucket.MaxTierNameLen:
+			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
+		case c.Kind != OpSetTier && c.Kind != OpDeleteTier && c.Kind != OpSetDefault:
+			err = fmt.Errorf("config op kind %d", c.Kind)
+		}
+	case InstallConfig:
+		for name := range c.Config.Tiers {
+			if len(name) > bucket.MaxTierNameLen {
+				err = fmt.Errorf("tier name of %d bytes, at most %d", len(name), bucket.MaxTierNameLen)
+			}
+		}
+		if err == nil {
+			err = c.Config.Validate()
+		}
+	case SetTier:
+		switch {
+		case c.Client == "" || len(c.Client) > MaxClientLen:
+			err = fmt.Errorf("client id of %d bytes, must be 1..%d", len(c.Client), MaxClientLen)
+		case len(c.Tier) > bucket.MaxTierNameLen:
+			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
+		}
+	case Reclaim:
+	default:
+		err = fmt.Errorf("command %T", c)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidCommand, c.Type(), err)
+	}
+	return nil
+}
+
+func validateAllow(a Allow) error {
+	if len(a.Requests) > MaxBatch {
+		return fmt.Errorf("batch of %d requests, at most %d", len(a.Requests), MaxBatch)
+	}
+	for i, r := range a.Requests {
+		switch {
+		case r.Client == "" || len(r.Client) > MaxClientLen:
+			return fmt.Errorf("request %d: client id of %d bytes, must be 1..%d", i, len(r.Client), MaxClientLen)
+		case r.Cost < 0 || r.Cost > bucket.MaxCost:
+			return fmt.Errorf("request %d: cost %d, must be 0..%d", i, r.Cost, bucket.MaxCost)
+		case len(r.RequestID) > MaxRequestIDLen:
+			return fmt.Errorf("request %d: request id of %d bytes, at most %d", i, len(r.RequestID), MaxRequestIDLen)
+		}
+	}
+	return nil
+}
+
+// decodeStructure decodes data without Validate's rules: an error means the
+// bytes are not a command at all.
+func decodeStructure(data []byte) (Command, error) {
 	if len(data) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 2", ErrMalformed, len(data))
 	}
@@ -225,22 +309,19 @@ func decodeAllow(r *reader) (Command, error) {
 	a := Allow{Stamp: r.varint()}
 	n := r.uvarint()
 	// Every request takes at least 3 bytes: bound n before allocating.
-	if r.err == nil && (n > MaxBatch || n > uint64(len(r.b))/3) {
+	if r.err == nil && n > uint64(len(r.b))/3 {
 		return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.b))
 	}
 	a.Requests = make([]AllowRequest, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		var req AllowRequest
-		req.Client = r.str(MaxClientLen)
+		req.Client = r.str(maxFieldLen)
 		cost := r.uvarint()
-		if cost > bucket.MaxCost {
-			return nil, fmt.Errorf("cost %d above %d", cost, bucket.MaxCost)
+		if cost > math.MaxInt64 {
+			return nil, fmt.Errorf("cost %d does not fit an int64", cost)
 		}
 		req.Cost = int64(cost)
-		req.RequestID = r.str(MaxRequestIDLen)
-		if r.err == nil && req.Client == "" {
-			return nil, errors.New("empty client id")
-		}
+		req.RequestID = r.str(maxFieldLen)
 		a.Requests = append(a.Requests, req)
 	}
 	return a, r.err
@@ -248,15 +329,10 @@ func decodeAllow(r *reader) (Command, error) {
 
 func decodeConfigOp(r *reader) (Command, error) {
 	o := ConfigOp{Kind: ConfigOpKind(r.byte())}
-	o.Tier = r.str(bucket.MaxTierNameLen)
+	o.Tier = r.str(maxFieldLen)
 	o.Policy = r.policy()
 	if r.err != nil {
 		return nil, r.err
-	}
-	switch o.Kind {
-	case OpSetTier, OpDeleteTier, OpSetDefault:
-	default:
-		return nil, fmt.Errorf("config op kind %d", o.Kind)
 	}
 	return o, nil
 }
@@ -267,10 +343,7 @@ func decodeInstallConfig(r *reader) (Command, error) {
 }
 
 func decodeSetTier(r *reader) (Command, error) {
-	s := SetTier{Client: r.str(MaxClientLen), Tier: r.str(bucket.MaxTierNameLen)}
-	if r.err == nil && s.Client == "" {
-		return nil, errors.New("empty client id")
-	}
+	s := SetTier{Client: r.str(maxFieldLen), Tier: r.str(maxFieldLen)}
 	return s, r.err
 }
 
@@ -385,18 +458,13 @@ func (r *reader) config() bucket.Config {
 	c.Tiers = make(map[string]bucket.Policy, min(n, 1024))
 	var prev string
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		name := r.str(bucket.MaxTierNameLen)
+		name := r.str(maxFieldLen)
 		p := r.policy()
 		if r.err == nil && i > 0 && name <= prev {
 			r.fail("tiers not in strictly increasing order")
 		}
 		prev = name
 		c.Tiers[name] = p
-	}
-	if r.err == nil {
-		if err := c.Validate(); err != nil {
-			r.fail("%v", err)
-		}
 	}
 	return c
 }

@@ -46,6 +46,14 @@ type SetTierResult struct {
 	Previous string
 }
 
+// Rejected is the result of a committed entry that decodes but breaks its
+// version's rules (see Validate): every replica refuses it the same way and
+// changes nothing. Leaders validate before proposing, so only a bug or a
+// forged proposal commits one.
+type Rejected struct {
+	Err error // wraps ErrInvalidCommand
+}
+
 // ReclaimResult is the result of a Reclaim.
 type ReclaimResult struct {
 	Buckets int // buckets forgotten
@@ -134,8 +142,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 // ApplyBatch applies committed log entries in order and returns one result
 // per entry: *AllowResult, *ConfigResult, *SetTierResult or *ReclaimResult
-// for commands, nil for raft's own entries. It panics on an entry it cannot
-// decode: skipping it would make this replica diverge from those that can.
+// for commands, *Rejected for a command that breaks its version's rules,
+// nil for raft's own entries. It panics on an entry it cannot decode at all
+// (an unknown version or type, or bytes that are not a command): skipping it
+// would make this replica diverge from those that can.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,9 +171,12 @@ func (f *FSM) ApplyCommand(data []byte) any {
 }
 
 func (f *FSM) applyBytes(data []byte) any {
-	c, err := Decode(data)
+	c, err := decodeStructure(data)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: refusing to skip a committed entry: %v", err))
+	}
+	if err := Validate(c); err != nil {
+		return &Rejected{Err: err}
 	}
 	return f.dispatch[c.Type()](c)
 }

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -340,7 +341,6 @@ func TestApplyPanicsOnBadEntries(t *testing.T) {
 		"one byte":          {fsm.EnvelopeVersion},
 		"truncated payload": valid[:2],
 		"trailing byte":     append(valid, 0),
-		"unknown op kind":   fsm.Encode(fsm.ConfigOp{Kind: 9, Tier: "x"}),
 	}
 	for name, data := range tests {
 		f := newFSM(t, fsm.Options{})
@@ -348,6 +348,51 @@ func TestApplyPanicsOnBadEntries(t *testing.T) {
 		assert.Panics(t, func() { f.ApplyCommand(data) }, "ApplyCommand(%s)", name)
 		assert.Equal(t, before, f.MarshalSnapshot(), "%s: state changed", name)
 		assert.Panics(t, func() { f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}) }, "Apply(%s)", name)
+	}
+}
+
+// A committed entry that decodes but breaks its version's rules (a forged
+// or buggy proposal) is refused the same way on every replica, changes
+// nothing, and never panics: a panic would take down every replica, again at
+// every restart.
+func TestApplyRejectsInvalidContent(t *testing.T) {
+	long := strings.Repeat("c", fsm.MaxClientLen+44)
+	many := make([]fsm.AllowRequest, fsm.MaxBatch+1)
+	for i := range many {
+		many[i] = fsm.AllowRequest{Client: "x", Cost: 1}
+	}
+	tests := map[string]fsm.Command{
+		"unknown op kind":       fsm.ConfigOp{Kind: 9, Tier: "x"},
+		"300-byte client tier":  fsm.SetTier{Client: long, Tier: "free"},
+		"empty client tier":     fsm.SetTier{Tier: "free"},
+		"65-byte tier name":     fsm.SetTier{Client: "a", Tier: strings.Repeat("t", bucket.MaxTierNameLen+1)},
+		"300-byte client allow": fsm.Allow{Stamp: 1, Requests: []fsm.AllowRequest{{Client: "ok", Cost: 1}, {Client: long, Cost: 1}}},
+		"cost above the limit":  fsm.Allow{Stamp: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: bucket.MaxCost + 1}}},
+		"long request id":       fsm.Allow{Stamp: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, RequestID: strings.Repeat("r", fsm.MaxRequestIDLen+1)}}},
+		"batch above the limit": fsm.Allow{Stamp: 1, Requests: many},
+		"invalid default":       fsm.InstallConfig{Config: bucket.Config{Version: 7, Default: bucket.Policy{Capacity: 0, Rate: 1}}},
+		"long tier in op":       fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: strings.Repeat("t", 65)},
+	}
+	for name, c := range tests {
+		require.ErrorIs(t, fsm.Validate(c), fsm.ErrInvalidCommand, "%s: Validate", name)
+		data := fsm.Encode(c)
+		_, err := fsm.Decode(data)
+		assert.ErrorIs(t, err, fsm.ErrInvalidCommand, "%s: Decode", name)
+
+		f := newFSM(t, fsm.Options{})
+		before := f.MarshalSnapshot()
+		var res any
+		require.NotPanics(t, func() { res = f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}) }, name)
+		rej, ok := res.(*fsm.Rejected)
+		if assert.True(t, ok, "%s: result %T, want *fsm.Rejected", name, res) {
+			assert.ErrorIs(t, rej.Err, fsm.ErrInvalidCommand, name)
+		}
+		after := f.MarshalSnapshot()
+		// Only the applied index moves.
+		f2 := newFSM(t, fsm.Options{})
+		f2.Apply(&raft.Log{Index: 1, Type: raft.LogNoop})
+		assert.Equal(t, f2.MarshalSnapshot(), after, "%s: state changed", name)
+		assert.NotEqual(t, before, after, "%s: the index was recorded", name)
 	}
 }
 
