@@ -206,7 +206,52 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, r.err)
 	}
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
 	return s, nil
+}
+
+// validate checks the values a snapshot holds, not just its format: a
+// restored state must be one that applying entries could have produced.
+func (s *snapshot) validate() error {
+	if err := Validate(InstallConfig{Config: s.config}); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	for client, tier := range s.tiers {
+		if err := Validate(SetTier{Client: client, Tier: tier}); err != nil || tier == "" {
+			return fmt.Errorf("tier assignment %q -> %q: invalid", client, tier)
+		}
+	}
+	for client, st := range s.buckets {
+		switch {
+		case client == "" || len(client) > MaxClientLen:
+			return fmt.Errorf("bucket of a client id of %d bytes", len(client))
+		case st.Tokens < 0 || st.Tokens > bucket.MaxCapacity*bucket.Scale:
+			return fmt.Errorf("bucket %q: balance %d nanotokens outside 0..%d", client, st.Tokens, int64(bucket.MaxCapacity)*bucket.Scale)
+		case st.Carry < 0 || st.Carry >= bucket.Scale:
+			return fmt.Errorf("bucket %q: carry %d outside 0..%d", client, st.Carry, bucket.Scale-1)
+		case st.Last > s.highWater:
+			return fmt.Errorf("bucket %q: last decision at %d, after the group's time %d", client, st.Last, s.highWater)
+		}
+	}
+	seen := make(map[dedupKey]bool, len(s.dedup))
+	var prev int64
+	for i, e := range s.dedup {
+		switch {
+		case e.key.client == "" || len(e.key.client) > MaxClientLen || len(e.key.id) == 0 || len(e.key.id) > MaxRequestIDLen:
+			return fmt.Errorf("request id %d: client id of %d bytes, id of %d bytes", i, len(e.key.client), len(e.key.id))
+		case seen[e.key]:
+			return fmt.Errorf("request id %q of client %q remembered twice", e.key.id, e.key.client)
+		case i > 0 && e.decision.Stamp < prev:
+			return fmt.Errorf("request ids not in log order at %d", i)
+		case e.decision.Stamp > s.highWater:
+			return fmt.Errorf("request id %q decided at %d, after the group's time %d", e.key.id, e.decision.Stamp, s.highWater)
+		}
+		seen[e.key] = true
+		prev = e.decision.Stamp
+	}
+	return nil
 }
 
 // count reads an element count and checks that it could fit in the bytes
