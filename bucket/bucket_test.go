@@ -44,7 +44,8 @@ func runSteps(t *testing.T, p Policy, steps []step) {
 	}
 }
 
-// TestWorkedExample is DESIGN.md §1's worked example, step by step.
+// TestWorkedExample is README.md's worked example ("Try it"), step by
+// step.
 func TestWorkedExample(t *testing.T) {
 	free := Policy{Capacity: 5, Rate: 1 * Scale}
 	raised := Policy{Capacity: 10, Rate: 1 * Scale}

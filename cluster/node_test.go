@@ -94,8 +94,8 @@ func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) Conf
 	return cc
 }
 
-// TestWorkedExampleOnNode runs DESIGN.md §1's example through a real node:
-// real raft, real bolt files, an injected clock.
+// TestWorkedExampleOnNode runs README.md's worked example ("Try it")
+// through a real node: real raft, real bolt files, an injected clock.
 func TestWorkedExampleOnNode(t *testing.T) {
 	clock := newManualClock()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {

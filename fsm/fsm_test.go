@@ -94,7 +94,8 @@ func TestNewRefusesInvalidDefault(t *testing.T) {
 	assert.Equal(t, bucket.BuiltinDefault, f.Config().Default, "zero Options use the built-in default")
 }
 
-// TestWorkedExample is DESIGN.md §1's worked example, through the FSM.
+// TestWorkedExample is README.md's worked example ("Try it"), through the
+// FSM.
 func TestWorkedExample(t *testing.T) {
 	f := newFSM(t, fsm.Options{Default: policy(3, bucket.Scale)})
 	const s = time.Second

@@ -20,9 +20,9 @@ import (
 
 var modelSeed = flag.Uint64("model.seed", 0, "seed of TestModel's random driver (0: from the clock)")
 
-// The reference model: DESIGN.md §1 written as directly as possible, with
-// exact rational balances and no code from package bucket beyond its types
-// and limits.
+// The reference model: README.md's Semantics section written as directly
+// as possible, with exact rational balances and no code from package bucket
+// beyond its types and limits.
 
 // modelBucket is one client's balance in tokens, as of last.
 type modelBucket struct {

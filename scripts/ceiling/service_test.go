@@ -78,8 +78,8 @@ func runSteps(t *testing.T, c *httpapi.Client, clk *fakeClock, steps []step) {
 	}
 }
 
-// TestWorkedExample is DESIGN.md §1's worked example against the ceiling,
-// over real HTTP: it must decide exactly as quorate does.
+// TestWorkedExample is README.md's worked example ("Try it") against the
+// ceiling, over real HTTP: it must decide exactly as quorate does.
 func TestWorkedExample(t *testing.T) {
 	c, clk := newCeiling(t)
 	ctx := context.Background()

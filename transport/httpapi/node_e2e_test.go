@@ -192,8 +192,8 @@ func decodeStrict[T any](t *testing.T, b []byte) T {
 	return v
 }
 
-// TestNodeWorkedExample is DESIGN.md §1's worked example over HTTP against
-// a real node, time moved only by the injected clock.
+// TestNodeWorkedExample is README.md's worked example ("Try it") over HTTP
+// against a real node, time moved only by the injected clock.
 func TestNodeWorkedExample(t *testing.T) {
 	t.Parallel()
 	clock := newManualClock()

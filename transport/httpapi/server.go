@@ -1,7 +1,8 @@
 // Package httpapi is quorate's public HTTP API (v1), served from a Service
 // (which *cluster.Node satisfies), and a typed Go client for it.
 //
-// Routes (DESIGN.md §5):
+// Routes (README.md, "HTTP API (v1)"; ARCHITECTURE.md, "The life of one
+// decision", follows POST /v1/allow through the node):
 //
 //	POST   /v1/allow                  decide one request
 //	POST   /v1/allow/batch            decide up to Options.MaxBatch requests, answers in order

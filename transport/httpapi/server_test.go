@@ -58,8 +58,8 @@ func runAllowSteps(t *testing.T, ts *testServer, clk *fakeClock, steps []allowSt
 	}
 }
 
-// TestWorkedExampleOverHTTP is DESIGN.md §1's worked example through the
-// HTTP API and a real FSM.
+// TestWorkedExampleOverHTTP is README.md's worked example ("Try it")
+// through the HTTP API and a real FSM.
 func TestWorkedExampleOverHTTP(t *testing.T) {
 	svc, clk := newFSMService(t)
 	ts := newTestServer(t, svc, Options{})
