@@ -95,7 +95,7 @@ func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) Conf
 }
 
 // TestWorkedExampleOnNode runs README.md's worked example ("Try it")
-// through a real node: real raft, real bolt files, an injected clock.
+// through a real node: real raft, real log files, an injected clock.
 func TestWorkedExampleOnNode(t *testing.T) {
 	clock := newManualClock()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {

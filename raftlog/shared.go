@@ -77,7 +77,7 @@ func OpenShared(dir string, o Options) (*DB, error) {
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
-		Cache:              cache,
+		Cache: cache,
 		// Pinned, not FormatNewest: a later pebble must not move the files
 		// to a format an older quorate cannot open (no rollback).
 		FormatMajorVersion: pebble.FormatValueSeparation,
