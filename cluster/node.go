@@ -48,7 +48,7 @@ type Node struct {
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
 
-	offered     chan bucket.Config // configurations pushed by the meta leader
+	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
 	placementCh chan struct{}
 	leadsCh     chan struct{}
@@ -82,7 +82,6 @@ func New(opts Options) (*Node, error) {
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
 		forwarders:  map[string]*forwarder{},
-		offered:     make(chan bucket.Config, 1),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
@@ -345,31 +344,22 @@ func (n *Node) onMetaLeader(g *group) {
 	n.triggerReconcile()
 }
 
-// offerConfig hands a configuration committed in the meta group to the
-// reconcile loop (the meta leader pushes it so that nodes do not wait for
-// their own meta replica, or have none).
-func (n *Node) offerConfig(c bucket.Config) {
-	select {
-	case <-n.offered:
-	default:
-	}
-	n.offered <- c
+// configHint is what a configuration push does: the meta leader says a
+// newer configuration is committed, so reconcile now, asking the meta
+// group's leader for it rather than waiting for this node's replica. The
+// pushed content is never installed: whoever can reach the port could push
+// anything, and a data group installs only what the meta group committed.
+func (n *Node) configHint() {
+	n.askMeta.Store(true)
 	n.triggerReconcile()
 }
 
 // wantedConfig is the newest configuration this node knows to be committed
-// in the meta group.
+// in the meta group: its own replica's, or the meta leader's when this node
+// holds no replica, has none yet, or was told of a newer one.
 func (n *Node) wantedConfig() bucket.Config {
 	want := n.meta.fsm.Config()
-	select {
-	case c := <-n.offered:
-		if c.Version > want.Version {
-			want = c
-		}
-	default:
-	}
-	if want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
-		// No replica of the meta group here: ask its leader.
+	if n.askMeta.Swap(false) || want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if self, addr := n.leaderOf(n.meta); !self && addr != "" {

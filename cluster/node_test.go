@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -424,4 +425,30 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 
 	_, err = New(Options{NodeID: "n2", DataDir: t.TempDir(), MaxBatch: fsm.MaxBatch + 1})
 	assert.ErrorContains(t, err, "max batch must be at most")
+}
+
+// A configuration push is only a hint: a forged push of version 2^64-1
+// with limits turned off installs nothing, because data groups install only
+// what the meta group committed.
+func TestForgedConfigPushInstallsNothing(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	want := n.meta.fsm.Config()
+	require.NotZero(t, want.Version)
+	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
+	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
+	require.NoError(t, err, "the hint itself is accepted")
+	n.reconcile() // what the hint triggers, run to completion here
+
+	for _, g := range n.groups {
+		assert.Equal(t, want.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+	}
+	d := allowOne(t, n, "mallory", 1)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity, d.Limit, "the forged default is not in force")
+
+	// A real change still reaches every group, hint or not.
+	cc := setTier(t, n, "pro", 50, 0)
+	n.reconcile()
+	for _, g := range n.groups {
+		assert.Equal(t, cc.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+	}
 }

@@ -137,9 +137,10 @@ func (n *Node) rpcHandler() http.Handler {
 		return n.meta.fsm.Config(), nil
 	})
 	// A hint from the meta leader that a new configuration is committed:
-	// reconcile now rather than at the next tick.
-	handleRPC(mux, "/internal/install-config", func(_ context.Context, cfg bucket.Config) (struct{}, error) {
-		n.offerConfig(cfg)
+	// reconcile now rather than at the next tick. The body (the pushed
+	// configuration, sent by older nodes) is ignored: see configHint.
+	handleRPC(mux, "/internal/install-config", func(_ context.Context, _ bucket.Config) (struct{}, error) {
+		n.configHint()
 		return struct{}{}, nil
 	})
 	handleRPC(mux, "/internal/groups", func(context.Context, struct{}) ([]GroupStatus, error) {

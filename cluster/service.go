@@ -208,10 +208,12 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 	return n.waitApplied(ctx, cr.Version), nil
 }
 
-// pushConfig offers a committed configuration to every node, so that group
-// leaders install it without waiting for their next reconcile tick.
+// pushConfig tells every node that a configuration is committed, so that
+// group leaders install it without waiting for their next reconcile tick.
+// Each node fetches it from the meta group (see configHint); cfg is still
+// sent for nodes that predate that.
 func (n *Node) pushConfig(cfg bucket.Config) {
-	n.offerConfig(cfg)
+	n.triggerReconcile() // this node leads the meta group: its replica is current
 	for _, m := range n.members.snapshot() {
 		if m.state != "alive" {
 			continue
