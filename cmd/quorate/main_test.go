@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,4 +162,22 @@ func TestCLIAgainstServer(t *testing.T) {
 	out, err = cli("status", "--json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"leader": "node1"`)
+}
+
+// The API refuses oversized headers instead of buffering up to net/http's
+// default megabyte per connection.
+func TestServeLimitsHeaderSize(t *testing.T) {
+	_, addr, _ := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"))
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Padding", strings.Repeat("p", 2*maxHeaderBytes))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+
+	resp, err = http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "ordinary requests still pass")
 }

@@ -22,6 +22,10 @@ import (
 )
 
 // serveFlags are `quorate serve`'s settings.
+// maxHeaderBytes bounds a request's headers (net/http's default is 1 MiB):
+// quorate's callers send a few short headers.
+const maxHeaderBytes = 16 << 10
+
 type serveFlags struct {
 	nodeID      string
 	dataDir     string
@@ -175,8 +179,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// A handler may wait out the longest deadline a caller can ask for;
+		// past that, and a little, the connection is cut.
+		WriteTimeout:   httpapi.DefaultMaxTimeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
