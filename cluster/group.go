@@ -35,6 +35,9 @@ type group struct {
 	// serving is true while this node leads the group and has applied a
 	// barrier in its term, so its FSM holds every committed entry.
 	serving atomic.Bool
+	// barrierTerm is the term of the last barrier applied as leader: reads
+	// are answered only in that term (see verifyRead).
+	barrierTerm atomic.Uint64
 	// changed is closed and replaced whenever leadership changes.
 	mu      sync.Mutex
 	changed chan struct{}
@@ -162,7 +165,12 @@ func (g *group) watchLeadership(onLeader func(*group)) {
 				continue
 			}
 			for g.raft.State() == raft.Leader {
+				term := g.raft.CurrentTerm()
 				if err := waitFuture(g.raft.Barrier(5*time.Second), g.stop); err == nil {
+					if g.raft.CurrentTerm() != term {
+						continue // leadership changed under the barrier: again, in the new term
+					}
+					g.barrierTerm.Store(term)
 					g.setServing(true)
 					if onLeader != nil {
 						go onLeader(g)
@@ -271,10 +279,19 @@ func (g *group) verifyRead(ctx context.Context) error {
 	if !g.serving.Load() {
 		return fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
+	term := g.raft.CurrentTerm()
 	if err := waitFuture(g.raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
 		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
 	} else if err != nil {
 		return raftError(g.id, err)
+	}
+	// raft's LeaderCh keeps only its latest value, so a node that lost and
+	// regained leadership may still be marked serving from the old term
+	// while the new term's barrier is pending: its FSM may then lack entries
+	// committed by the leader in between. Answer only in a term whose
+	// barrier this node has applied; otherwise the caller retries.
+	if bt := g.barrierTerm.Load(); bt != term || g.raft.CurrentTerm() != term {
+		return fmt.Errorf("%w: group %s: leader in term %d, barrier applied in term %d", errNotLeader, g.id, term, bt)
 	}
 	return nil
 }

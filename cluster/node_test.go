@@ -452,3 +452,26 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 		assert.Equal(t, cc.Version, g.fsm.ConfigVersion(), "group %s", g.id)
 	}
 }
+
+// Reads answer only in a term whose barrier the leader applied: a node
+// still marked serving from an earlier term (raft's LeaderCh can drop a
+// lose-then-regain) refuses, and the caller retries until the barrier of the
+// current term is applied.
+func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	allowOne(t, n, "rita", 3)
+	g := n.groupFor("rita")
+	term := g.barrierTerm.Load()
+	require.Equal(t, g.raft.CurrentTerm(), term)
+
+	g.barrierTerm.Store(term - 1) // as if the barrier applied were an earlier term's
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := n.Client(short, "rita")
+	assert.ErrorIs(t, err, ErrUnavailable, "no read from a term without its barrier")
+
+	g.barrierTerm.Store(term)
+	v, err := n.Client(ctx(t), "rita")
+	require.NoError(t, err)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity-3, v.Decision.RemainingTokens())
+}
