@@ -101,6 +101,9 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 	if !b.g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errNotLeader, b.g.id)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err) // nothing proposed
+	}
 	if err := fsm.Validate(fsm.Allow{Requests: reqs}); err != nil {
 		return nil, fmt.Errorf("group %s: %w", b.g.id, err)
 	}

@@ -87,7 +87,8 @@ func (f *forwarder) run() {
 }
 
 // send makes one call for items. Its deadline is the latest of theirs, so
-// no caller is cut short by another's shorter deadline; each caller still
+// no caller is cut short by another's shorter deadline; each item carries
+// its own, past which the leader proposes nothing for it, and each caller
 // stops waiting at its own.
 func (f *forwarder) send(items []*fwdItem) {
 	defer func() { <-f.inflight }()
@@ -101,14 +102,18 @@ func (f *forwarder) send(items []*fwdItem) {
 			it.done <- outcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
 			continue
 		}
+		item := it.item
 		d, ok := it.ctx.Deadline()
 		if !ok {
 			hasDeadline = false
-		} else if hasDeadline && d.After(deadline) {
-			deadline = d
+		} else {
+			item.Deadline = d.UnixNano()
+			if hasDeadline && d.After(deadline) {
+				deadline = d
+			}
 		}
 		live = append(live, it)
-		req.Items = append(req.Items, it.item)
+		req.Items = append(req.Items, item)
 	}
 	if len(live) == 0 {
 		return

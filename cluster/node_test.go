@@ -475,3 +475,25 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, bucket.BuiltinDefault.Capacity-3, v.Decision.RemainingTokens())
 }
+
+// Items forwarded together each keep their own caller's deadline: an item
+// whose deadline has passed is not proposed, however late the others' are.
+func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	late, early := "late-caller", "early-caller"
+	var resp rpcAllowResp
+	require.NoError(t, n.rpc.call(ctx(t), n.RaftAddr(), "/internal/allow", rpcAllowReq{Items: []rpcAllowItem{
+		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
+			Deadline: time.Now().Add(-time.Second).UnixNano()},
+		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
+			Deadline: time.Now().Add(time.Minute).UnixNano()},
+	}}, &resp))
+	require.Len(t, resp.Items, 2)
+	assert.NotNil(t, resp.Items[0].Error, "the item past its deadline was decided")
+	if assert.Nil(t, resp.Items[1].Error) {
+		assert.True(t, resp.Items[1].Decisions[0].Allowed)
+	}
+	v, err := n.Client(ctx(t), early)
+	require.NoError(t, err)
+	assert.Equal(t, bucket.BuiltinDefault.Capacity, v.Decision.RemainingTokens(), "nothing was taken for the expired item")
+}

@@ -89,6 +89,10 @@ type (
 	rpcAllowItem struct {
 		Group    int                `json:"group"`
 		Requests []fsm.AllowRequest `json:"requests"`
+		// Deadline is this item's caller's deadline (Unix ns; 0: none):
+		// items of one call may have different deadlines, and none may be
+		// proposed after its own.
+		Deadline int64 `json:"deadline_unix_nano,omitempty"`
 	}
 	rpcAllowReq struct {
 		Items []rpcAllowItem `json:"items"`

@@ -123,6 +123,12 @@ func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAll
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx := ctx
+			if it.Deadline != 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, time.Unix(0, it.Deadline))
+				defer cancel()
+			}
 			ds, err := n.groups[it.Group].batch.submit(ctx, it.Requests)
 			if err != nil {
 				resp.Items[i].Error = toRPCError(err)
