@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quorate/quorate/fsm"
 )
@@ -17,13 +18,15 @@ type forwarder struct {
 	in       chan *fwdItem
 	inflight chan struct{}
 	stop     chan struct{}
+	exited   chan struct{} // closed once run has returned, queue drained
 	wg       sync.WaitGroup
 }
 
 type fwdItem struct {
-	ctx  context.Context
-	item rpcAllowItem
-	done chan outcome
+	ctx   context.Context
+	item  rpcAllowItem
+	done  chan outcome
+	taken atomic.Bool // run has taken it from the queue
 }
 
 func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
@@ -33,6 +36,7 @@ func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
 		in:       make(chan *fwdItem, 4096),
 		inflight: make(chan struct{}, maxInflight),
 		stop:     make(chan struct{}),
+		exited:   make(chan struct{}),
 	}
 	f.wg.Add(1)
 	go f.run()
@@ -49,20 +53,33 @@ func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decisi
 	case <-f.stop:
 		return nil, ErrShuttingDown
 	}
-	select {
-	case o := <-it.done:
-		return o.decisions, o.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: forwarded to %s: outcome unknown: %w", ErrUnavailable, f.addr, ctx.Err())
+	exited := f.exited
+	for {
+		select {
+		case o := <-it.done:
+			return o.decisions, o.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: forwarded to %s: outcome unknown: %w", ErrUnavailable, f.addr, ctx.Err())
+		case <-exited:
+			// The queue send can win against a concurrent close: if run
+			// left without taking it, nothing was sent.
+			if !it.taken.Load() {
+				return nil, ErrShuttingDown
+			}
+			exited = nil
+		}
 	}
 }
 
 func (f *forwarder) run() {
 	defer f.wg.Done()
+	defer close(f.exited)
+	defer f.failQueued()
 	for {
 		var first *fwdItem
 		select {
 		case first = <-f.in:
+			first.taken.Store(true)
 		case <-f.stop:
 			return
 		}
@@ -77,6 +94,7 @@ func (f *forwarder) run() {
 		for len(items) < 1024 {
 			select {
 			case it := <-f.in:
+				it.taken.Store(true)
 				items = append(items, it)
 			default:
 				break gather
@@ -136,6 +154,20 @@ func (f *forwarder) send(items []*fwdItem) {
 			it.done <- outcome{err: resp.Items[i].Error.err()}
 		default:
 			it.done <- outcome{decisions: resp.Items[i].Decisions}
+		}
+	}
+}
+
+// failQueued answers everything still queued with ErrShuttingDown: none
+// of it was sent.
+func (f *forwarder) failQueued() {
+	for {
+		select {
+		case it := <-f.in:
+			it.taken.Store(true)
+			it.done <- outcome{err: ErrShuttingDown}
+		default:
+			return
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -496,4 +497,18 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	v, err := n.Client(ctx(t), early)
 	require.NoError(t, err)
 	assert.Equal(t, bucket.BuiltinDefault.Capacity, v.Decision.RemainingTokens(), "nothing was taken for the expired item")
+}
+
+// A request queued on a forwarder as it closes is answered "shutting down"
+// (nothing was sent), not left to wait out its deadline and then reported
+// as an unknown outcome.
+func TestClosedForwarderAnswersAtOnce(t *testing.T) {
+	f := newForwarder("127.0.0.1:1", &rpcClient{hc: &http.Client{}}, 1)
+	f.close()
+	for i := range 50 {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := f.submit(c, rpcAllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+		cancel()
+		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
+	}
 }
