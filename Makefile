@@ -20,10 +20,24 @@ build: ## Build bin/quorate.
 run: build ## Run a single-node quorate on 127.0.0.1:7070 with data in ./quorate-data.
 	./$(BIN) serve
 
-.PHONY: test
-test: ## Run vet and every test with the race detector, including the model test and the fuzz seed corpus.
+STATICCHECK_VERSION := v0.8.2
+MAX_FILE_LINES      := 600
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (pinned, installed if missing), and no non-test Go file over 600 lines.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags faultinject,unsafe_decide ./...
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	staticcheck ./...
+	staticcheck -tags faultinject,unsafe_decide ./...
+	@long=$$(for f in $$(git ls-files '*.go' | grep -v '_test\.go$$'); do \
+	    n=$$(wc -l < "$$f"); [ "$$n" -gt $(MAX_FILE_LINES) ] && echo "  $$f: $$n lines"; done); \
+	  if [ -n "$$long" ]; then echo "files over $(MAX_FILE_LINES) lines (split them by responsibility):"; echo "$$long"; exit 1; fi
+
+.PHONY: test
+test: lint ## Lint, then every test with the race detector, including the model test and the fuzz seed corpus.
 	$(GO) test -race -count=1 -timeout 8m ./...
 	$(GO) test -race -count=1 -tags faultinject -run Fault ./cmd/quorate
 	$(GO) test -race -count=1 -tags unsafe_decide -run Unsafe ./cluster

@@ -102,9 +102,3 @@ func (a amount) String() string {
 	}
 	return r.FloatString(9)
 }
-
-// float returns a in tokens, approximately.
-func (a amount) float() float64 {
-	f, _ := new(big.Rat).SetFrac(a.big(), new(big.Int).SetUint64(unitsPerToken)).Float64()
-	return f
-}

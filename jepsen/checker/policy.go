@@ -98,15 +98,6 @@ func (tl timeline) candidates(lo, hi int64) []bucket.Policy {
 	return out
 }
 
-// largest returns the largest capacity and rate among the policies that may
-// be in force at some time in [lo, hi].
-func (tl timeline) largest(lo, hi int64) (capacity, rate int64) {
-	for _, pol := range tl.candidates(lo, hi) {
-		capacity, rate = max(capacity, pol.Capacity), max(rate, pol.Rate)
-	}
-	return capacity, rate
-}
-
 // static reports whether the tier's policy never changes.
 func (tl timeline) static() bool { return len(tl.changes) == 0 }
 

@@ -108,7 +108,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "jepsen: seed %d (replay with -seed %d)\n", *seed, *seed)
 
-	var sums []runner.Summary
 	failed := false
 	for i, p := range plans {
 		if *nodes != 0 {
@@ -130,7 +129,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("run %s: %w", p.name, err)
 		}
-		sums = append(sums, sum)
 		printSummary(stdout, sum)
 		failed = failed || !sum.Valid
 		if ctx.Err() != nil {
