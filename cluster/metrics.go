@@ -17,6 +17,7 @@ type nodeMetrics struct {
 	commit    *prometheus.Desc
 	buckets   *prometheus.Desc
 	version   *prometheus.Desc
+	evicted   *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -36,6 +37,8 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		commit:  prometheus.NewDesc("quorate_raft_commit_index", "Last raft index known committed by this node in each group.", []string{"group"}, nil),
 		buckets: prometheus.NewDesc("quorate_buckets", "Buckets held in each group's state on this node.", []string{"group"}, nil),
 		version: prometheus.NewDesc("quorate_config_version", "Configuration version applied in each group on this node.", []string{"group"}, nil),
+		evicted: prometheus.NewDesc("quorate_request_ids_evicted_early_total",
+			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; a retry of such an id is decided afresh.", []string{"group"}, nil),
 	}
 	return m
 }
@@ -55,7 +58,7 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted} {
 		ch <- d
 	}
 }
@@ -76,6 +79,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		b, _, _ := g.fsm.Stats()
 		ch <- prometheus.MustNewConstMetric(m.buckets, prometheus.GaugeValue, float64(b), g.id)
 		ch <- prometheus.MustNewConstMetric(m.version, prometheus.GaugeValue, float64(st.ConfigVersion), g.id)
+		ch <- prometheus.MustNewConstMetric(m.evicted, prometheus.CounterValue, float64(g.fsm.RequestIDsEvictedEarly()), g.id)
 	}
 }
 

@@ -512,3 +512,23 @@ func TestClosedForwarderAnswersAtOnce(t *testing.T) {
 		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
 	}
 }
+
+// The node's metrics include the log's fsyncs and the request ids forgotten
+// early, per group.
+func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	allowOne(t, n, "mia", 1)
+	families, err := n.opts.Registerer.(*prometheus.Registry).Gather()
+	require.NoError(t, err)
+	got := map[string]int{}
+	var syncs float64
+	for _, mf := range families {
+		got[mf.GetName()] = len(mf.GetMetric())
+		if mf.GetName() == "quorate_log_syncs_total" {
+			syncs = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, 1, got["quorate_log_syncs_total"])
+	assert.Positive(t, syncs, "a decision was fsynced")
+	assert.Equal(t, len(n.groups)+1, got["quorate_request_ids_evicted_early_total"], "one series per group")
+}

@@ -52,13 +52,17 @@ func (d *dedupWindow) get(client, id string) (Decision, bool) {
 	return d.order[pos-d.head].decision, true
 }
 
-func (d *dedupWindow) put(client, id string, dec Decision) {
+// put remembers dec under (client, id) and returns how many older ids it
+// forgot to stay within max: ids forgotten before their window ended.
+func (d *dedupWindow) put(client, id string, dec Decision) (evicted int) {
 	k := dedupKey{client, id}
 	d.byKey[k] = d.head + len(d.order)
 	d.order = append(d.order, dedupEntry{key: k, decision: dec})
 	if len(d.order) > d.max {
-		d.dropFront(len(d.order) - d.max)
+		evicted = len(d.order) - d.max
+		d.dropFront(evicted)
 	}
+	return evicted
 }
 
 // expire forgets entries older than the window at group time now and

@@ -89,9 +89,13 @@ type FSM struct {
 	applied   uint64
 	config    bucket.Config
 	version   atomic.Uint64 // config.Version, readable without the lock
-	tiers     map[string]string
-	buckets   map[string]bucket.State
-	dedup     *dedupWindow
+	// evictedEarly counts request ids this replica forgot before their
+	// window ended because the group remembered the most it may (not part
+	// of the replicated state: a metric since the process started).
+	evictedEarly atomic.Uint64
+	tiers        map[string]string
+	buckets      map[string]bucket.State
+	dedup        *dedupWindow
 
 	initial  bucket.Config
 	onConfig func(uint64)
@@ -205,7 +209,9 @@ func (f *FSM) applyAllow(a Allow) *AllowResult {
 		}
 		d := f.decide(r.Client, r.Cost, now)
 		if r.RequestID != "" {
-			f.dedup.put(r.Client, r.RequestID, d)
+			if n := f.dedup.put(r.Client, r.RequestID, d); n > 0 {
+				f.evictedEarly.Add(uint64(n))
+			}
 		}
 		res.Decisions[i] = d
 	}

@@ -474,3 +474,21 @@ func TestViewDoesNotConsume(t *testing.T) {
 	d = allowOne(t, f, at(0), fsm.AllowRequest{Client: "a", Cost: 1})
 	assert.False(t, d.Allowed)
 }
+
+// When a group holds the most request ids it may remember, the oldest are
+// forgotten before their window ends: counted, so operators see that
+// retries of those ids would be decided afresh.
+func TestRequestIDsEvictedEarlyAreCounted(t *testing.T) {
+	f := newFSM(t, fsm.Options{DedupMax: 3})
+	allow := func(id string) fsm.Decision {
+		res := f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, RequestID: id}}}))
+		return res.(*fsm.AllowResult).Decisions[0]
+	}
+	for _, id := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		require.False(t, allow(id).Duplicate, id)
+	}
+	assert.Equal(t, uint64(2), f.RequestIDsEvictedEarly(), "r1 and r2 were forgotten within their window")
+	assert.False(t, allow("r1").Duplicate, "a forgotten id is decided afresh")
+	assert.True(t, allow("r5").Duplicate, "a remembered id is not")
+	assert.Equal(t, uint64(3), f.RequestIDsEvictedEarly(), "remembering r1 again forgot r3")
+}

@@ -39,6 +39,11 @@ func (f *FSM) Config() bucket.Config {
 // until one is installed), without taking the FSM's lock.
 func (f *FSM) ConfigVersion() uint64 { return f.version.Load() }
 
+// RequestIDsEvictedEarly counts the request ids this replica forgot before
+// their window ended, because the group held the most ids it may remember
+// (Options.DedupMax). A retry of such an id is decided afresh.
+func (f *FSM) RequestIDsEvictedEarly() uint64 { return f.evictedEarly.Load() }
+
 // HighWater returns the group's time: the largest stamp applied so far.
 func (f *FSM) HighWater() int64 {
 	f.mu.RLock()
