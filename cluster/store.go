@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,7 +113,7 @@ func checkClusterFile(opts Options) (clusterFile, error) {
 			}
 			return clusterFile{}, err
 		}
-		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: orDefault(opts.LogStore, LogStoreShared)}
+		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: cmp.Or(opts.LogStore, LogStoreShared)}
 		if cf.Groups == 0 {
 			cf.Groups = DefaultGroups
 		}
@@ -125,7 +126,7 @@ func checkClusterFile(opts Options) (clusterFile, error) {
 	if err := json.Unmarshal(data, &cf); err != nil {
 		return clusterFile{}, fmt.Errorf("cluster: %s: %w", path, err)
 	}
-	recorded := orDefault(cf.LogStore, LogStoreBoltDB)
+	recorded := cmp.Or(cf.LogStore, LogStoreBoltDB)
 	switch {
 	case cf.Groups < 1 || cf.Groups > 1024:
 		return clusterFile{}, fmt.Errorf("cluster: %s records %d groups, not 1..1024", path, cf.Groups)
@@ -138,14 +139,6 @@ func checkClusterFile(opts Options) (clusterFile, error) {
 	}
 	cf.LogStore = recorded
 	return cf, nil
-}
-
-// orDefault returns s, or def if s is empty.
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // anyLogState reports whether dir holds a raft log of either layout.
