@@ -44,6 +44,10 @@ const (
 	TypeInstallConfig Type = 3 // a whole configuration at a version, installed if newer
 	TypeSetTier       Type = 4 // assign a client to a tier, or remove its assignment
 	TypeReclaim       Type = 5 // forget buckets that are full at the stamp
+	// TypeAllowOrigin is an allow batch whose requests also carry their
+	// origin and retry flag (see AllowRequest). Allow encodes as it when any
+	// request has an origin, and as TypeAllow otherwise.
+	TypeAllowOrigin Type = 6
 )
 
 func (t Type) String() string {
@@ -58,6 +62,8 @@ func (t Type) String() string {
 		return "set-tier"
 	case TypeReclaim:
 		return "reclaim"
+	case TypeAllowOrigin:
+		return "allow-origin"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
@@ -78,7 +84,38 @@ type AllowRequest struct {
 	// dedup window: a second request with the same client and request id
 	// returns the first decision and takes nothing.
 	RequestID string
+	// Origin names this request among every request any node ever
+	// proposed (see MakeOrigin); 0 means none. The node that proposes a
+	// request gives it one, so that when it cannot tell whether the request
+	// was applied it can ask by retrying: a request without a RequestID is
+	// then remembered under its origin, for a shorter window.
+	Origin uint64
+	// Retry marks a proposal of a request proposed before under the same
+	// Origin whose outcome its node did not learn. If the group cannot
+	// tell whether the first was applied (it may have forgotten it), the
+	// decision comes back Unresolved instead of being made again.
+	Retry bool
 }
+
+// Origins are a 24-bit epoch, chosen at random by a node when it starts,
+// and a 40-bit sequence number it increments for every request. A group
+// remembers, per epoch, the highest sequence number it has forgotten, which
+// is how it knows that a retried request it does not remember was never
+// applied (see FSM).
+const (
+	originSeqBits = 40
+	// MaxOriginSeq is the largest sequence number of an origin.
+	MaxOriginSeq = 1<<originSeqBits - 1
+)
+
+// MakeOrigin returns the origin of sequence number seq (1..MaxOriginSeq) in
+// epoch (24 bits).
+func MakeOrigin(epoch uint32, seq uint64) uint64 {
+	return uint64(epoch&(1<<24-1))<<originSeqBits | seq&MaxOriginSeq
+}
+
+func originEpoch(o uint64) uint32 { return uint32(o >> originSeqBits) }
+func originSeq(o uint64) uint64   { return o & MaxOriginSeq }
 
 // Allow is a batch of decisions made at the leader's time Stamp
 // (nanoseconds since the Unix epoch).
@@ -125,7 +162,16 @@ type Reclaim struct {
 	Stamp int64
 }
 
-func (Allow) Type() Type         { return TypeAllow }
+// Type is TypeAllowOrigin when a request carries an origin.
+func (a Allow) Type() Type {
+	for _, r := range a.Requests {
+		if r.Origin != 0 || r.Retry {
+			return TypeAllowOrigin
+		}
+	}
+	return TypeAllow
+}
+
 func (ConfigOp) Type() Type      { return TypeConfigOp }
 func (InstallConfig) Type() Type { return TypeInstallConfig }
 func (SetTier) Type() Type       { return TypeSetTier }
@@ -162,14 +208,26 @@ func AppendCommand(b []byte, c Command) []byte {
 }
 
 func (a Allow) appendPayload(b []byte) []byte {
+	origins := a.Type() == TypeAllowOrigin
 	b = binary.AppendVarint(b, a.Stamp)
 	b = binary.AppendUvarint(b, uint64(len(a.Requests)))
 	for _, r := range a.Requests {
 		b = appendString(b, r.Client)
 		b = binary.AppendUvarint(b, uint64(r.Cost))
 		b = appendString(b, r.RequestID)
+		if origins {
+			b = binary.AppendUvarint(b, r.Origin)
+			b = append(b, boolByte(r.Retry))
+		}
 	}
 	return b
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 func (o ConfigOp) appendPayload(b []byte) []byte {
@@ -196,7 +254,8 @@ type decodeFunc func(r *reader) (Command, error)
 
 func newDecoders() map[Type]decodeFunc {
 	return map[Type]decodeFunc{
-		TypeAllow:         decodeAllow,
+		TypeAllow:         decodeAllow(false),
+		TypeAllowOrigin:   decodeAllow(true),
 		TypeConfigOp:      decodeConfigOp,
 		TypeInstallConfig: decodeInstallConfig,
 		TypeSetTier:       decodeSetTier,
@@ -275,6 +334,10 @@ func validateAllow(a Allow) error {
 			return fmt.Errorf("request %d: cost %d, must be 0..%d", i, r.Cost, bucket.MaxCost)
 		case len(r.RequestID) > MaxRequestIDLen:
 			return fmt.Errorf("request %d: request id of %d bytes, at most %d", i, len(r.RequestID), MaxRequestIDLen)
+		case r.Retry && r.Origin == 0:
+			return fmt.Errorf("request %d: a retry without an origin", i)
+		case r.Origin != 0 && originSeq(r.Origin) == 0:
+			return fmt.Errorf("request %d: origin %#x has sequence number 0", i, r.Origin)
 		}
 	}
 	return nil
@@ -305,26 +368,42 @@ func decodeStructure(data []byte) (Command, error) {
 	return c, nil
 }
 
-func decodeAllow(r *reader) (Command, error) {
-	a := Allow{Stamp: r.varint()}
-	n := r.uvarint()
-	// Every request takes at least 3 bytes: bound n before allocating.
-	if r.err == nil && n > uint64(len(r.b))/3 {
-		return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.b))
+// decodeAllow decodes TypeAllow, or TypeAllowOrigin when origins is set.
+func decodeAllow(origins bool) decodeFunc {
+	minSize := uint64(3) // client length, cost, request id length
+	if origins {
+		minSize += 2 // origin, flags
 	}
-	a.Requests = make([]AllowRequest, 0, n)
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		var req AllowRequest
-		req.Client = r.str(maxFieldLen)
-		cost := r.uvarint()
-		if cost > math.MaxInt64 {
-			return nil, fmt.Errorf("cost %d does not fit an int64", cost)
+	return func(r *reader) (Command, error) {
+		a := Allow{Stamp: r.varint()}
+		n := r.uvarint()
+		// Bound n by the bytes left before allocating.
+		if r.err == nil && n > uint64(len(r.b))/minSize {
+			return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.b))
 		}
-		req.Cost = int64(cost)
-		req.RequestID = r.str(maxFieldLen)
-		a.Requests = append(a.Requests, req)
+		a.Requests = make([]AllowRequest, 0, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			var req AllowRequest
+			req.Client = r.str(maxFieldLen)
+			cost := r.uvarint()
+			if cost > math.MaxInt64 {
+				return nil, fmt.Errorf("cost %d does not fit an int64", cost)
+			}
+			req.Cost = int64(cost)
+			req.RequestID = r.str(maxFieldLen)
+			if origins {
+				req.Origin = r.uvarint()
+				switch flags := r.byte(); flags {
+				case 0, 1:
+					req.Retry = flags == 1
+				default:
+					r.fail("request flags %#x", flags)
+				}
+			}
+			a.Requests = append(a.Requests, req)
+		}
+		return a, r.err
 	}
-	return a, r.err
 }
 
 func decodeConfigOp(r *reader) (Command, error) {

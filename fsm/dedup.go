@@ -2,60 +2,67 @@ package fsm
 
 import "time"
 
-// Dedup defaults: a request id is remembered for two minutes of group time,
-// and at most 262144 ids per group are remembered at once.
+// Dedup defaults. A request id is remembered for two minutes of group time,
+// and at most 262144 ids per group at once. A request without an id is
+// remembered under its origin (see AllowRequest) for ten seconds, at most
+// 65536 per group: only its own node asks for it, and only while its caller
+// waits.
 const (
-	DefaultDedupWindow = int64(2 * time.Minute)
-	DefaultDedupMax    = 1 << 18
+	DefaultDedupWindow       = int64(2 * time.Minute)
+	DefaultDedupMax          = 1 << 18
+	DefaultOriginDedupWindow = int64(10 * time.Second)
+	DefaultOriginDedupMax    = 1 << 16
 )
 
-// dedupKey is a request id scoped to its client, so two clients may reuse
-// each other's ids.
+// originMarkLife is how long, in group time, a group keeps the highest
+// forgotten sequence number of an epoch after it last rose. A node retries
+// a request only for a few seconds after proposing it (cluster bounds it far
+// below this), so by then no retry can need the mark.
+const originMarkLife = int64(5 * time.Minute)
+
+// dedupKey names a remembered decision: a request id scoped to its client
+// (so two clients may reuse each other's ids, origin 0), or, for a request
+// without an id, the request's origin (id "").
 type dedupKey struct {
 	client, id string
+	origin     uint64
 }
 
 type dedupEntry struct {
 	key      dedupKey
-	decision Decision
+	decision Decision // decision.Origin is the origin of the request that made it
 }
 
-// dedupWindow remembers recent decisions by request id, in log order, and
-// forgets them oldest first by group time and by count. Everything it does
-// depends only on the order of puts and the stamps in them, so replicas
-// agree on which ids are remembered.
+// dedupWindow remembers recent decisions, in log order, and forgets them
+// oldest first by group time and by count, telling forgot about each.
+// Everything it does depends only on the order of puts and the stamps in
+// them, so replicas agree on which decisions are remembered.
 type dedupWindow struct {
 	window int64
 	max    int
+	forgot func(dedupEntry) // may be nil
 	byKey  map[dedupKey]int // position in order, offset by head
 	order  []dedupEntry     // oldest first; order[0] has position head
 	head   int
 }
 
-func newDedupWindow(window int64, max int) *dedupWindow {
-	if window <= 0 {
-		window = DefaultDedupWindow
-	}
-	if max <= 0 {
-		max = DefaultDedupMax
-	}
-	return &dedupWindow{window: window, max: max, byKey: map[dedupKey]int{}}
+func newDedupWindow(window int64, max int, forgot func(dedupEntry)) *dedupWindow {
+	return &dedupWindow{window: window, max: max, forgot: forgot, byKey: map[dedupKey]int{}}
 }
 
 func (d *dedupWindow) len() int { return len(d.order) }
 
-func (d *dedupWindow) get(client, id string) (Decision, bool) {
-	pos, ok := d.byKey[dedupKey{client, id}]
+func (d *dedupWindow) get(k dedupKey) (Decision, bool) {
+	pos, ok := d.byKey[k]
 	if !ok {
 		return Decision{}, false
 	}
 	return d.order[pos-d.head].decision, true
 }
 
-// put remembers dec under (client, id) and returns how many older ids it
-// forgot to stay within max: ids forgotten before their window ended.
-func (d *dedupWindow) put(client, id string, dec Decision) (evicted int) {
-	k := dedupKey{client, id}
+// put remembers dec under k and returns how many older entries it forgot to
+// stay within max: entries forgotten before their window ended.
+func (d *dedupWindow) put(k dedupKey, dec Decision) (evicted int) {
 	d.byKey[k] = d.head + len(d.order)
 	d.order = append(d.order, dedupEntry{key: k, decision: dec})
 	if len(d.order) > d.max {
@@ -82,8 +89,48 @@ func (d *dedupWindow) dropFront(n int) {
 	}
 	for _, e := range d.order[:n] {
 		delete(d.byKey, e.key)
+		if d.forgot != nil {
+			d.forgot(e)
+		}
 	}
 	clear(d.order[:n])
 	d.order = d.order[n:]
 	d.head += n
+}
+
+// originMark is what a group keeps of an epoch whose requests it forgot:
+// the highest sequence number forgotten, and the group time it rose at.
+type originMark struct {
+	seq uint64
+	at  int64
+}
+
+// forget records that the decision of origin o was forgotten at group time
+// now.
+func (f *FSM) forget(o uint64, now int64) {
+	if o == 0 {
+		return
+	}
+	e := originEpoch(o)
+	m := f.marks[e]
+	f.marks[e] = originMark{seq: max(m.seq, originSeq(o)), at: now}
+}
+
+// mayHaveForgotten reports whether the group could have applied a request
+// of origin o and forgotten it since: only then is a retry of o that finds
+// no remembered decision unresolved rather than new.
+func (f *FSM) mayHaveForgotten(o uint64) bool {
+	m, ok := f.marks[originEpoch(o)]
+	return ok && originSeq(o) <= m.seq
+}
+
+// pruneMarks drops marks that no retry can need any more (see
+// originMarkLife). Each deletion depends only on its own mark, so map order
+// cannot change the outcome.
+func (f *FSM) pruneMarks(now int64) {
+	for e, m := range f.marks {
+		if m.at < now-originMarkLife {
+			delete(f.marks, e)
+		}
+	}
 }

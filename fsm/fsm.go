@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,14 @@ type Decision struct {
 	// Duplicate reports that the request id was seen before and this is the
 	// original decision, returned again; nothing was taken this time.
 	Duplicate bool
+	// Origin is the origin of the request that made the decision (0 if it
+	// had none): for a Duplicate, it tells the proposing node whether the
+	// decision was its own request's, applied before its answer was lost.
+	Origin uint64
+	// Unresolved reports a Retry the group cannot resolve: it remembers no
+	// decision for the request but may have forgotten one. Nothing was
+	// decided; whether the first proposal was applied is unknown.
+	Unresolved bool
 }
 
 // AllowResult is the result of applying an Allow: one decision per request,
@@ -71,6 +80,11 @@ type Options struct {
 	// DedupMax is the most request ids remembered at once (DefaultDedupMax
 	// if zero); the oldest are forgotten first.
 	DedupMax int
+	// OriginDedupWindow and OriginDedupMax are the same for requests
+	// without an id, remembered under their origin (DefaultOriginDedupWindow
+	// and DefaultOriginDedupMax if zero).
+	OriginDedupWindow int64
+	OriginDedupMax    int
 	// OnConfig, if set, is called with the new version after an entry
 	// changes the configuration. It runs inside Apply, so it must return
 	// at once (signal a channel, do not block); it has no effect on state.
@@ -95,8 +109,11 @@ type FSM struct {
 	evictedEarly atomic.Uint64
 	tiers        map[string]string
 	buckets      map[string]bucket.State
-	dedup        *dedupWindow
+	dedup        *dedupWindow // by request id
+	byOrigin     *dedupWindow // requests without an id, by origin
+	marks        map[uint32]originMark
 
+	opts     Options // with defaults filled in
 	initial  bucket.Config
 	onConfig func(uint64)
 	dispatch map[Type]func(Command) any
@@ -117,10 +134,15 @@ func New(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{initial: cfg, onConfig: opts.OnConfig}
-	f.reset(newDedupWindow(opts.DedupWindow, opts.DedupMax))
+	opts.DedupWindow = cmp.Or(max(opts.DedupWindow, 0), DefaultDedupWindow)
+	opts.DedupMax = cmp.Or(max(opts.DedupMax, 0), DefaultDedupMax)
+	opts.OriginDedupWindow = cmp.Or(max(opts.OriginDedupWindow, 0), DefaultOriginDedupWindow)
+	opts.OriginDedupMax = cmp.Or(max(opts.OriginDedupMax, 0), DefaultOriginDedupMax)
+	f := &FSM{initial: cfg, onConfig: opts.OnConfig, opts: opts}
+	f.reset()
 	f.dispatch = map[Type]func(Command) any{
 		TypeAllow:         func(c Command) any { return f.applyAllow(c.(Allow)) },
+		TypeAllowOrigin:   func(c Command) any { return f.applyAllow(c.(Allow)) },
 		TypeConfigOp:      func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
 		TypeInstallConfig: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
 		TypeSetTier:       func(c Command) any { return f.applySetTier(c.(SetTier)) },
@@ -129,14 +151,18 @@ func New(opts Options) (*FSM, error) {
 	return f, nil
 }
 
-func (f *FSM) reset(d *dedupWindow) {
+// reset empties the state.
+func (f *FSM) reset() {
 	f.highWater = 0
 	f.applied = 0
 	f.config = f.initial
 	f.version.Store(f.initial.Version)
 	f.tiers = map[string]string{}
 	f.buckets = map[string]bucket.State{}
-	f.dedup = d
+	forgot := func(e dedupEntry) { f.forget(e.decision.Origin, f.highWater) }
+	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
+	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
+	f.marks = map[uint32]originMark{}
 }
 
 // Apply applies one log entry. See ApplyBatch.
@@ -198,24 +224,41 @@ func (f *FSM) applyAllow(a Allow) *AllowResult {
 	// Expire before looking ids up, so an id is forgotten exactly one window
 	// after its decision whether or not anything was applied in between.
 	f.dedup.expire(now)
+	f.byOrigin.expire(now)
 	res := &AllowResult{Decisions: make([]Decision, len(a.Requests))}
 	for i, r := range a.Requests {
-		if r.RequestID != "" {
-			if d, ok := f.dedup.get(r.Client, r.RequestID); ok {
-				d.Duplicate = true
-				res.Decisions[i] = d
-				continue
-			}
-		}
-		d := f.decide(r.Client, r.Cost, now)
-		if r.RequestID != "" {
-			if n := f.dedup.put(r.Client, r.RequestID, d); n > 0 {
-				f.evictedEarly.Add(uint64(n))
-			}
-		}
-		res.Decisions[i] = d
+		res.Decisions[i] = f.allowOne(r, now)
 	}
 	return res
+}
+
+// allowOne decides one request at group time now, or returns the decision
+// remembered for it.
+func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
+	w, k := f.dedup, dedupKey{client: r.Client, id: r.RequestID}
+	switch {
+	case r.RequestID == "" && r.Origin == 0:
+		w = nil // nothing to remember it by
+	case r.RequestID == "":
+		w, k = f.byOrigin, dedupKey{client: r.Client, origin: r.Origin}
+	}
+	if w != nil && (w == f.dedup || r.Retry) {
+		if d, ok := w.get(k); ok {
+			d.Duplicate = true
+			return d
+		}
+	}
+	if r.Retry && f.mayHaveForgotten(r.Origin) {
+		return Decision{Unresolved: true, Stamp: now}
+	}
+	d := f.decide(r.Client, r.Cost, now)
+	d.Origin = r.Origin
+	if w != nil {
+		if n := w.put(k, d); n > 0 && w == f.dedup {
+			f.evictedEarly.Add(uint64(n))
+		}
+	}
+	return d
 }
 
 func (f *FSM) decide(client string, cost, now int64) Decision {
@@ -280,7 +323,8 @@ func (f *FSM) applySetTier(s SetTier) *SetTierResult {
 
 func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
 	now := f.advance(r.Stamp)
-	res := &ReclaimResult{Dedup: f.dedup.expire(now)}
+	res := &ReclaimResult{Dedup: f.dedup.expire(now) + f.byOrigin.expire(now)}
+	f.pruneMarks(now)
 	// Each deletion depends only on its own bucket, so map order cannot
 	// change the outcome.
 	for client, s := range f.buckets {

@@ -15,10 +15,13 @@ import (
 	"github.com/quorate/quorate/bucket"
 )
 
-// snapshotMagic opens every snapshot; the byte after it is the format version.
+// snapshotMagic opens every snapshot; the byte after it is the format
+// version. Version 2 added origins: each remembered decision's origin, the
+// decisions remembered by origin, and the marks of forgotten origins.
+// Version 1 snapshots are still read.
 const (
 	snapshotMagic   = "QRSNAP"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // ErrBadSnapshot is returned (wrapped) by Restore for bytes that are not a
@@ -32,7 +35,9 @@ type snapshot struct {
 	config    bucket.Config
 	tiers     map[string]string
 	buckets   map[string]bucket.State
-	dedup     []dedupEntry
+	dedup     []dedupEntry // by request id
+	byOrigin  []dedupEntry // by origin
+	marks     map[uint32]originMark
 }
 
 // Snapshot copies the state; the copy is encoded later, concurrently with
@@ -47,6 +52,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		tiers:     maps.Clone(f.tiers),
 		buckets:   maps.Clone(f.buckets),
 		dedup:     slices.Clone(f.dedup.order),
+		byOrigin:  slices.Clone(f.byOrigin.order),
+		marks:     maps.Clone(f.marks),
 	}, nil
 }
 
@@ -121,6 +128,20 @@ func (s *snapshot) writeTo(w io.Writer) error {
 			return err
 		}
 	}
+	b = binary.AppendUvarint(b, uint64(len(s.byOrigin)))
+	for _, e := range s.byOrigin {
+		b = appendString(b, e.key.client)
+		b = appendDecision(b, e.decision) // its origin is the key's
+		if err := flush(false); err != nil {
+			return err
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.marks)))
+	for _, e := range slices.Sorted(maps.Keys(s.marks)) {
+		b = binary.AppendUvarint(b, uint64(e))
+		b = binary.AppendUvarint(b, s.marks[e].seq)
+		b = binary.AppendVarint(b, s.marks[e].at)
+	}
 	return flush(true)
 }
 
@@ -135,7 +156,23 @@ func appendDecision(b []byte, d Decision) []byte {
 	b = binary.AppendVarint(b, d.RetryAfter)
 	b = binary.AppendVarint(b, d.ResetAfter)
 	b = appendString(b, d.Tier)
-	return binary.AppendVarint(b, d.Stamp)
+	b = binary.AppendVarint(b, d.Stamp)
+	return binary.AppendUvarint(b, d.Origin)
+}
+
+func (r *reader) decision(version byte) Decision {
+	var d Decision
+	d.Allowed = r.byte() == 1
+	d.Remaining = r.varint()
+	d.Limit = r.varint()
+	d.RetryAfter = r.varint()
+	d.ResetAfter = r.varint()
+	d.Tier = r.str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
+	d.Stamp = r.varint()
+	if version >= 2 {
+		d.Origin = r.uvarint()
+	}
+	return d
 }
 
 // Restore replaces the state with a snapshot written by Persist. On error
@@ -152,11 +189,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d := newDedupWindow(f.dedup.window, f.dedup.max)
+	f.reset()
+	f.highWater = s.highWater // before the puts: forgetting stamps marks with it
+	f.marks = s.marks
 	for _, e := range s.dedup {
-		d.put(e.key.client, e.key.id, e.decision)
+		f.dedup.put(e.key, e.decision)
 	}
-	f.reset(d)
+	for _, e := range s.byOrigin {
+		f.byOrigin.put(e.key, e.decision)
+	}
 	f.applied = s.applied
 	f.highWater = s.highWater
 	f.config = s.config
@@ -170,8 +211,9 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	if len(data) < len(snapshotMagic)+1 || string(data[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: missing header", ErrBadSnapshot)
 	}
-	if v := data[len(snapshotMagic)]; v != snapshotVersion {
-		return nil, fmt.Errorf("%w: format version %d, this node reads %d", ErrBadSnapshot, v, snapshotVersion)
+	version := data[len(snapshotMagic)]
+	if version < 1 || version > snapshotVersion {
+		return nil, fmt.Errorf("%w: format version %d, this node reads 1..%d", ErrBadSnapshot, version, snapshotVersion)
 	}
 	r := &reader{b: data[len(snapshotMagic)+1:]}
 	s := &snapshot{applied: r.uvarint(), highWater: r.varint(), config: r.config()}
@@ -190,15 +232,28 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	s.dedup = make([]dedupEntry, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		k := dedupKey{client: r.str(MaxClientLen), id: r.str(MaxRequestIDLen)}
-		var d Decision
-		d.Allowed = r.byte() == 1
-		d.Remaining = r.varint()
-		d.Limit = r.varint()
-		d.RetryAfter = r.varint()
-		d.ResetAfter = r.varint()
-		d.Tier = r.str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
-		d.Stamp = r.varint()
-		s.dedup = append(s.dedup, dedupEntry{key: k, decision: d})
+		s.dedup = append(s.dedup, dedupEntry{key: k, decision: r.decision(version)})
+	}
+	s.marks = map[uint32]originMark{}
+	if version >= 2 {
+		n = r.count(9)
+		s.byOrigin = make([]dedupEntry, 0, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			c := r.str(MaxClientLen)
+			d := r.decision(version)
+			s.byOrigin = append(s.byOrigin, dedupEntry{key: dedupKey{client: c, origin: d.Origin}, decision: d})
+		}
+		n = r.count(3)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			e := r.uvarint()
+			if e >= 1<<24 {
+				r.fail("origin epoch %#x", e)
+			}
+			if _, dup := s.marks[uint32(e)]; dup {
+				r.fail("origin epoch %#x marked twice", e)
+			}
+			s.marks[uint32(e)] = originMark{seq: r.uvarint(), at: r.varint()}
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("%d trailing bytes", len(r.b))
@@ -235,20 +290,43 @@ func (s *snapshot) validate() error {
 			return fmt.Errorf("bucket %q: last decision at %d, after the group's time %d", client, st.Last, s.highWater)
 		}
 	}
-	seen := make(map[dedupKey]bool, len(s.dedup))
-	var prev int64
-	for i, e := range s.dedup {
-		switch {
-		case e.key.client == "" || len(e.key.client) > MaxClientLen || len(e.key.id) == 0 || len(e.key.id) > MaxRequestIDLen:
-			return fmt.Errorf("request id %d: client id of %d bytes, id of %d bytes", i, len(e.key.client), len(e.key.id))
-		case seen[e.key]:
-			return fmt.Errorf("request id %q of client %q remembered twice", e.key.id, e.key.client)
-		case i > 0 && e.decision.Stamp < prev:
-			return fmt.Errorf("request ids not in log order at %d", i)
-		case e.decision.Stamp > s.highWater:
-			return fmt.Errorf("request id %q decided at %d, after the group's time %d", e.key.id, e.decision.Stamp, s.highWater)
+	if err := s.validateDedup(s.dedup, false); err != nil {
+		return err
+	}
+	if err := s.validateDedup(s.byOrigin, true); err != nil {
+		return err
+	}
+	for e, m := range s.marks {
+		if m.seq > MaxOriginSeq || m.at > s.highWater {
+			return fmt.Errorf("origin epoch %#x: mark %d at %d (group time %d)", e, m.seq, m.at, s.highWater)
 		}
-		seen[e.key] = true
+	}
+	return nil
+}
+
+// validateDedup checks remembered decisions: keyed by request id, or by
+// origin when byOrigin is set; unique, in log order, not after the group's
+// time.
+func (s *snapshot) validateDedup(entries []dedupEntry, byOrigin bool) error {
+	seen := make(map[dedupKey]bool, len(entries))
+	var prev int64
+	for i, e := range entries {
+		k := e.key
+		switch {
+		case k.client == "" || len(k.client) > MaxClientLen:
+			return fmt.Errorf("remembered decision %d: client id of %d bytes", i, len(k.client))
+		case !byOrigin && (len(k.id) == 0 || len(k.id) > MaxRequestIDLen):
+			return fmt.Errorf("remembered decision %d: request id of %d bytes", i, len(k.id))
+		case byOrigin && (k.origin == 0 || originSeq(k.origin) == 0):
+			return fmt.Errorf("remembered decision %d: origin %#x", i, k.origin)
+		case seen[k]:
+			return fmt.Errorf("request %q/%#x of client %q remembered twice", k.id, k.origin, k.client)
+		case i > 0 && e.decision.Stamp < prev:
+			return fmt.Errorf("remembered decisions not in log order at %d", i)
+		case e.decision.Stamp > s.highWater:
+			return fmt.Errorf("request %q/%#x decided at %d, after the group's time %d", k.id, k.origin, e.decision.Stamp, s.highWater)
+		}
+		seen[k] = true
 		prev = e.decision.Stamp
 	}
 	return nil

@@ -82,6 +82,10 @@ func randomLogs(rng *rand.Rand, n int) []*raft.Log {
 				if rng.IntN(4) == 0 {
 					r.RequestID = fmt.Sprintf("id%d", rng.IntN(40))
 				}
+				if rng.IntN(3) > 0 { // from a node that gives origins
+					r.Origin = fsm.MakeOrigin(uint32(rng.IntN(3)), 1+uint64(rng.IntN(60)))
+					r.Retry = rng.IntN(5) == 0
+				}
 				a.Requests[j] = r
 			}
 			c = a
@@ -127,7 +131,7 @@ func applyInBatches(t *testing.T, f *fsm.FSM, logs []*raft.Log, rng *rand.Rand, 
 	return out
 }
 
-var snapshotOpts = fsm.Options{Default: bucket.Policy{Capacity: 5, Rate: bucket.Scale}, DedupMax: 64}
+var snapshotOpts = fsm.Options{Default: bucket.Policy{Capacity: 5, Rate: bucket.Scale}, DedupMax: 64, OriginDedupMax: 16}
 
 func TestSnapshotIndependentOfBatching(t *testing.T) {
 	for seed := range uint64(4) {
@@ -235,7 +239,7 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		"magic only":    []byte("QRSNAP"),
 		"wrong magic":   append([]byte("QRSNAX"), good[6:]...),
 		"version 0":     append(append([]byte("QRSNAP"), 0), good[7:]...),
-		"version 2":     append(append([]byte("QRSNAP"), 2), good[7:]...),
+		"version 3":     append(append([]byte("QRSNAP"), 3), good[7:]...),
 		"trailing byte": append(bytes.Clone(good), 0),
 		"huge count":    append(bytes.Clone(good[:len(good)-1]), 0xff, 0xff, 0xff, 0xff, 0x0f),
 	}

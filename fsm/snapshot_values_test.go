@@ -26,9 +26,13 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 			tiers:     map[string]string{"alice": "free"},
 			buckets:   map[string]bucket.State{"alice": {Tokens: 3 * bucket.Scale, Carry: 7, Last: 4_000}},
 			dedup: []dedupEntry{
-				{key: dedupKey{"alice", "r1"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}},
-				{key: dedupKey{"alice", "r2"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 4_000}},
+				{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}},
+				{key: dedupKey{client: "alice", id: "r2"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 4_000}},
 			},
+			byOrigin: []dedupEntry{
+				{key: dedupKey{client: "bob", origin: MakeOrigin(7, 9)}, decision: Decision{Tier: "default", Stamp: 4_100, Origin: MakeOrigin(7, 9)}},
+			},
+			marks: map[uint32]originMark{7: {seq: 3, at: 4_000}},
 		}
 	}
 	tests := map[string]func(s *snapshot){
@@ -39,10 +43,13 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"carry of a whole token":   func(s *snapshot) { s.buckets["alice"] = bucket.State{Tokens: 1, Carry: bucket.Scale, Last: 4_000} },
 		"decision after the group": func(s *snapshot) { s.buckets["alice"] = bucket.State{Tokens: 1, Last: 6_000} },
 		"request id twice": func(s *snapshot) {
-			s.dedup = append(s.dedup, dedupEntry{key: dedupKey{"alice", "r1"}, decision: Decision{Stamp: 4_500}})
+			s.dedup = append(s.dedup, dedupEntry{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Stamp: 4_500}})
 		},
 		"request ids out of order": func(s *snapshot) { s.dedup[0], s.dedup[1] = s.dedup[1], s.dedup[0] },
 		"empty request id":         func(s *snapshot) { s.dedup[0].key.id = "" },
+		"origin with sequence 0":   func(s *snapshot) { s.byOrigin[0].decision.Origin = MakeOrigin(7, 0) },
+		"origin entry after group": func(s *snapshot) { s.byOrigin[0].decision.Stamp = 6_000 },
+		"mark after the group":     func(s *snapshot) { s.marks[7] = originMark{seq: 3, at: 6_000} },
 		"invalid default":          func(s *snapshot) { s.config.Default = bucket.Policy{Capacity: 0, Rate: 1} },
 		"over-long tier name":      func(s *snapshot) { s.tiers["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
 	}
