@@ -129,7 +129,7 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 		case o := <-s.done:
 			return o.decisions, o.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, b.g.id, ctx.Err())
+			return nil, fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, b.g.id, ctx.Err())
 		case <-exited:
 			// The queue send can win against a concurrent close: if run
 			// left without taking s, nothing was proposed for it.
@@ -301,7 +301,7 @@ func (b *batcher) close() {
 // raft had committed is applied when the group next starts, so the outcome
 // is unknown, not "not decided".
 func (b *batcher) abandon() {
-	err := fmt.Errorf("%w: group %s: outcome unknown: the node shut down with the entry in flight", ErrUnavailable, b.g.id)
+	err := fmt.Errorf("%w: group %s: the node shut down with the entry in flight", ErrOutcomeUnknown, b.g.id)
 	b.mu.Lock()
 	b.abandoned = err
 	if b.current != nil {

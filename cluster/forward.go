@@ -59,7 +59,7 @@ func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decisi
 		case o := <-it.done:
 			return o.decisions, o.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: forwarded to %s: outcome unknown: %w", ErrUnavailable, f.addr, ctx.Err())
+			return nil, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, f.addr, ctx.Err())
 		case <-exited:
 			// The queue send can win against a concurrent close: if run
 			// left without taking it, nothing was sent.

@@ -222,7 +222,7 @@ func (g *group) applyLocal(ctx context.Context, c fsm.Command) (any, error) {
 	}
 	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
 	if err := waitFuture(fut, ctx.Done()); errors.Is(err, errAbandoned) {
-		return nil, fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, g.id, ctx.Err())
+		return nil, fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, g.id, ctx.Err())
 	} else if err != nil {
 		return nil, raftError(g.id, err)
 	}
@@ -256,21 +256,19 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 	return 5 * time.Second
 }
 
-// raftError maps raft's errors to the node's. ErrNotLeader and friends mean
-// the entry was not appended (errNotLeader: retry at the leader);
-// ErrLeadershipLost is ambiguous (the entry may yet commit), which only a
-// retry with the same request id resolves.
+// raftError maps the error of a proposal's future to the node's. Only
+// ErrNotLeader, ErrLeadershipTransferInProgress and ErrEnqueueTimeout prove
+// that nothing was appended (errNotLeader: retry at the leader). Everything
+// else is ambiguous: ErrLeadershipLost leaves the entry to commit in a
+// later term or not, and ErrRaftShutdown answers every future still in
+// flight when raft stops, committed ones included. Only a retry that the
+// group can recognise (a request id, or an allow's origin) resolves those.
 func raftError(id string, err error) error {
-	switch {
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShuttingDown
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, raft.ErrEnqueueTimeout):
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrEnqueueTimeout) {
 		return fmt.Errorf("%w: group %s: %w", errNotLeader, id, err)
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: group %s: outcome unknown: %w", ErrUnavailable, id, err)
 	}
-	return fmt.Errorf("group %s: %w", id, err)
+	return fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, id, err)
 }
 
 // verifyRead confirms this node still leads the group, so its FSM holds
@@ -282,8 +280,12 @@ func (g *group) verifyRead(ctx context.Context) error {
 	term := g.raft.CurrentTerm()
 	if err := waitFuture(g.raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
 		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
+	} else if errors.Is(err, raft.ErrRaftShutdown) {
+		return ErrShuttingDown
 	} else if err != nil {
-		return raftError(g.id, err)
+		// A read changes nothing: whatever went wrong, asking the
+		// leader again is safe.
+		return fmt.Errorf("%w: group %s: %w", errNotLeader, g.id, err)
 	}
 	// raft's LeaderCh keeps only its latest value, so a node that lost and
 	// regained leadership may still be marked serving from the old term

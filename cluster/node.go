@@ -40,6 +40,7 @@ type Node struct {
 	mux      *raftmux.Mux
 	rpcSrv   *http.Server
 	rpc      *rpcClient
+	origins  *originSource
 	members  *membership
 	logs     *logStores
 
@@ -82,6 +83,7 @@ func New(opts Options) (*Node, error) {
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
 		forwarders:  map[string]*forwarder{},
+		origins:     newOriginSource(),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),

@@ -26,6 +26,7 @@ const rpcLayer = "rpc"
 const (
 	codeNotLeader    = "not_leader"
 	codeUnavailable  = "unavailable"
+	codeUnknown      = "outcome_unknown"
 	codeShuttingDown = "shutting_down"
 	codeInvalid      = "invalid_policy"
 	codeTierName     = "invalid_tier_name"
@@ -49,6 +50,8 @@ func toRPCError(err error) *rpcError {
 		code = codeNotLeader
 	case errors.Is(err, ErrShuttingDown):
 		code = codeShuttingDown
+	case errors.Is(err, ErrOutcomeUnknown):
+		code = codeUnknown
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = codeUnavailable
 	case errors.Is(err, bucket.ErrInvalidPolicy):
@@ -72,6 +75,8 @@ func (e *rpcError) err() error {
 		return fmt.Errorf("%w (remote shutting down: %s)", errNotLeader, e.Message)
 	case codeUnavailable:
 		return fmt.Errorf("%w (remote: %s)", ErrUnavailable, e.Message)
+	case codeUnknown:
+		return fmt.Errorf("%w (remote: %s)", ErrOutcomeUnknown, e.Message)
 	case codeInvalid:
 		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidPolicy, e.Message)
 	case codeTierName:
@@ -81,7 +86,9 @@ func (e *rpcError) err() error {
 	case codeInvalidCmd:
 		return fmt.Errorf("%w (remote: %s)", fsm.ErrInvalidCommand, e.Message)
 	}
-	return fmt.Errorf("remote error: %s", e.Message)
+	// An error this node cannot classify (a newer peer's, or a bug there)
+	// proves nothing about what was done.
+	return fmt.Errorf("%w: remote error: %s", ErrOutcomeUnknown, e.Message)
 }
 
 // Bodies of the internal calls.
@@ -221,17 +228,25 @@ func (c *rpcClient) call(ctx context.Context, addr, path string, in, out any) er
 			// Never reached the node: nothing happened there.
 			return fmt.Errorf("%w: %s%s: %v", errNotLeader, addr, path, err)
 		}
+		// Sent, perhaps acted on, and the answer lost.
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %s%s: %w", ErrUnavailable, addr, path, ctx.Err())
+			return fmt.Errorf("%w: %s%s: %w", ErrOutcomeUnknown, addr, path, ctx.Err())
 		}
-		return fmt.Errorf("%w: %s%s: %v", ErrUnavailable, addr, path, err)
+		return fmt.Errorf("%w: %s%s: %v", ErrOutcomeUnknown, addr, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("%s%s: HTTP %d: %s", addr, path, resp.StatusCode, bytes.TrimSpace(msg))
+		err := fmt.Errorf("%s%s: HTTP %d: %s", addr, path, resp.StatusCode, bytes.TrimSpace(msg))
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return err // refused before anything was done
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%w: %s%s: reading the answer: %v", ErrOutcomeUnknown, addr, path, err)
+	}
+	return nil
 }
 
 // callResult is call for handlers answering rpcResp.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -85,15 +86,24 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 	return out
 }
 
+// allowGroup decides reqs, all of group g, at g's leader. Each request gets
+// an origin, so that when its outcome is lost in a failover the node learns
+// it by retrying instead of answering "unknown" (see resolver).
 func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	return n.decide(ctx, g, &resolver{ctx: ctx, reqs: n.withOrigins(reqs)})
+}
+
+// decide proposes r's requests at g's leader until they are decided or r
+// gives up.
+func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
 	err := n.onLeader(ctx, g,
-		func() (err error) { ds, err = g.batch.submit(ctx, reqs); return err },
+		func() (err error) { ds, err = g.batch.submit(ctx, r.reqs); return r.check(err) },
 		func(addr string) (err error) {
-			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: reqs})
-			return err
+			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: r.reqs})
+			return r.check(err)
 		})
-	return ds, err
+	return r.finish(ds, err)
 }
 
 // checkItem refuses a forwarded item that names no group of this cluster or
@@ -150,7 +160,7 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
 		func(addr string) (err error) {
 			v, err = callResult[fsm.ClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
-			return err
+			return readErr(err)
 		})
 	return v, err
 }
@@ -160,6 +170,15 @@ func (n *Node) clientLocal(ctx context.Context, g *group, client string) (fsm.Cl
 		return fsm.ClientView{}, err
 	}
 	return g.fsm.View(client, n.opts.Clock.Now().UnixNano()), nil
+}
+
+// readErr lets onLeader retry a read whose answer was lost: a read changes
+// nothing, so asking again is always safe.
+func readErr(err error) error {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", errNotLeader, err)
+	}
+	return err
 }
 
 // SetClientTier assigns client to tier in the client's group; an empty tier
@@ -318,7 +337,7 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 		},
 		func(addr string) (err error) {
 			c, err = callResult[bucket.Config](ctx, n.rpc, addr, "/internal/config", struct{}{})
-			return err
+			return readErr(err)
 		})
 	return c, err
 }

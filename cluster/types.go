@@ -2,16 +2,25 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
 // Errors returned by Node methods. The HTTP layer maps them to status codes.
 var (
 	// ErrUnavailable means the group could not decide before the deadline:
-	// it has no leader, or no quorum. Nothing was decided (or, for an
-	// ambiguous outcome, a retry with the same request id is safe).
+	// it has no leader, or no quorum. Nothing was decided, unless the error
+	// is also ErrOutcomeUnknown.
 	ErrUnavailable = errors.New("group unavailable")
-	// ErrShuttingDown means the node is stopping and takes no new work.
+	// ErrOutcomeUnknown means the request may or may not have taken effect:
+	// it was, or may have been, appended to a group's log, and its answer
+	// was lost (leadership lost, the node shut down, the connection to the
+	// leader broke, or the deadline passed while it was in flight). A retry
+	// with the same request id returns the original decision if there was
+	// one. It wraps ErrUnavailable.
+	ErrOutcomeUnknown = fmt.Errorf("%w: outcome unknown", ErrUnavailable)
+	// ErrShuttingDown means the node is stopping and took no part of the
+	// request: nothing was appended.
 	ErrShuttingDown = errors.New("node shutting down")
 )
 

@@ -35,10 +35,11 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: Content-Type not application/json
 
 	// 503: the cluster could not answer; Retry-After says when to try again.
-	CodeUnavailable  = "unavailable"   // the group has no leader or no quorum
-	CodeShuttingDown = "shutting_down" // this node is stopping: try another
-	CodeTimeout      = "timeout"       // the deadline passed before the answer was applied
-	CodeNotReady     = "not_ready"     // GET /readyz: some group has no leader
+	CodeUnavailable  = "unavailable"     // the group has no leader or no quorum; nothing was decided
+	CodeUnknown      = "outcome_unknown" // the request may have been decided; retry with the same request_id to learn
+	CodeShuttingDown = "shutting_down"   // this node is stopping: try another
+	CodeTimeout      = "timeout"         // the deadline passed before the answer was applied
+	CodeNotReady     = "not_ready"       // GET /readyz: some group has no leader
 
 	CodeInternal = "internal" // 500: a bug or an unexpected failure, logged on the node
 )
@@ -73,6 +74,9 @@ func (s *Server) mapError(r *http.Request, err error) *apiError {
 	case errors.Is(err, cluster.ErrShuttingDown):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
 			msg: "this node is shutting down; retry on another node", retryAfter: 1}
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnknown,
+			msg: "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", retryAfter: 1}
 	case errors.Is(err, cluster.ErrUnavailable):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
 			msg: "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id", retryAfter: 1}

@@ -348,6 +348,7 @@ func TestServiceErrorMapping(t *testing.T) {
 	}{
 		{"unavailable", fmt.Errorf("group 3: %w", cluster.ErrUnavailable), 503, CodeUnavailable, "1"},
 		{"shutting down", fmt.Errorf("wrapped: %w", cluster.ErrShuttingDown), 503, CodeShuttingDown, "1"},
+		{"outcome unknown", fmt.Errorf("group 2: %w", cluster.ErrOutcomeUnknown), 503, CodeUnknown, "1"},
 		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), 503, CodeTimeout, "1"},
 		{"invalid policy", fmt.Errorf("x: %w", bucket.ErrInvalidPolicy), 400, CodeInvalidPolicy, ""},
 		{"invalid tier name", fmt.Errorf("x: %w", bucket.ErrInvalidTierName), 400, CodeInvalidTierName, ""},

@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+func TestOriginsAreUniqueAndStartNewEpochs(t *testing.T) {
+	o := newOriginSource()
+	a := o.take(3)
+	b := o.take(1)
+	assert.Equal(t, a+3, b, "consecutive within an epoch")
+	o.next = fsm.MaxOriginSeq - 1
+	c := o.take(5) // does not fit: a new epoch
+	assert.Equal(t, fsm.MakeOrigin(o.epoch, 1), c)
+	assert.NotEqual(t, b, c)
+}
+
+// An answer lost after the entry was applied: the node's retry under the
+// same origins gets the first decision back, as this call's own, and the
+// bucket pays once. A retry of a request never applied is decided then.
+func TestResolverLearnsLostOutcomes(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	n := tc.nodes[0]
+	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 10, Rate: 0}})
+	require.NoError(t, err)
+	balance := func(client string) int64 {
+		v, err := n.Client(ctx(t), client)
+		require.NoError(t, err)
+		return v.Decision.RemainingTokens()
+	}
+	lost := fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)
+
+	t.Run("applied, answer lost", func(t *testing.T) {
+		g := n.groupFor("a")
+		reqs := n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 2}, {Client: "a", Cost: 1}})
+		first, err := g.batch.submit(ctx(t), reqs) // applied; its answer never reaches the caller
+		require.NoError(t, err)
+		r := &resolver{ctx: ctx(t), reqs: reqs}
+		require.ErrorIs(t, r.check(lost), errNotLeader, "an unknown outcome is retried")
+		ds, err := n.decide(ctx(t), g, r)
+		require.NoError(t, err)
+		require.Len(t, ds, 2)
+		for i := range ds {
+			assert.False(t, ds[i].Duplicate, "the decision is this call's own")
+			assert.Equal(t, first[i].Remaining, ds[i].Remaining)
+			assert.True(t, ds[i].Allowed)
+		}
+		assert.Equal(t, int64(7), balance("a"), "paid once")
+	})
+	t.Run("never applied", func(t *testing.T) {
+		g := n.groupFor("b")
+		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "b", Cost: 4}})}
+		require.ErrorIs(t, r.check(lost), errNotLeader)
+		ds, err := n.decide(ctx(t), g, r)
+		require.NoError(t, err)
+		assert.False(t, ds[0].Duplicate)
+		assert.Equal(t, int64(6), balance("b"))
+	})
+	t.Run("a request id decided by an earlier call stays a duplicate", func(t *testing.T) {
+		_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}})
+		require.NoError(t, err)
+		g := n.groupFor("c")
+		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}})}
+		require.ErrorIs(t, r.check(lost), errNotLeader)
+		ds, err := n.decide(ctx(t), g, r)
+		require.NoError(t, err)
+		assert.True(t, ds[0].Duplicate, "the caller's own retry of an id it used before")
+		assert.Equal(t, int64(9), balance("c"))
+	})
+	t.Run("gives up after resolveFor, still unknown", func(t *testing.T) {
+		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "d", Cost: 1}})}
+		require.ErrorIs(t, r.check(lost), errNotLeader)
+		r.until = time.Now().Add(-time.Millisecond)
+		err := r.check(lost)
+		assert.ErrorIs(t, err, ErrOutcomeUnknown)
+		assert.NotErrorIs(t, err, errNotLeader)
+		_, err = r.finish(nil, fmt.Errorf("%w: no leader", ErrUnavailable))
+		assert.ErrorIs(t, err, ErrOutcomeUnknown, "after an unknown outcome, a later failure is unknown too")
+	})
+}
+
+// Leaders stopped gracefully (like SIGTERM) under load without request ids:
+// every token taken is accounted for by an acknowledged admission or an
+// answer that said the outcome was unknown, never by a second decision of
+// one request.
+func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	const capacity = 100_000
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: capacity, Rate: 0}})
+	require.NoError(t, err)
+	clients := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	for _, c := range clients {
+		require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), c, "fixed"))
+	}
+
+	var acked, unknown atomic.Int64
+	var mu sync.Mutex
+	live := map[int]bool{0: true, 1: true, 2: true}
+	pick := func(w, i int) *Node {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range 3 {
+			if j := (w + i + k) % 3; live[j] {
+				return tc.nodes[j]
+			}
+		}
+		return nil
+	}
+	stopLoad := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20_000; i++ {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				n := pick(w, i)
+				c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				ds, err := n.Allow(c, []fsm.AllowRequest{{Client: clients[(w+i)%len(clients)], Cost: 1}})
+				cancel()
+				switch {
+				case err == nil && ds[0].Allowed:
+					acked.Add(1)
+				case errors.Is(err, ErrOutcomeUnknown):
+					unknown.Add(1)
+				}
+			}
+		}()
+	}
+	// Stop each node in turn while it leads groups, and bring it back.
+	for round := range 3 {
+		victim := round % 3
+		before := acked.Load()
+		require.Eventually(t, func() bool { return acked.Load() >= before+100 }, 10*time.Second, time.Millisecond)
+		mu.Lock()
+		live[victim] = false
+		mu.Unlock()
+		tc.stop(victim)
+		tc.start(victim)
+		mu.Lock()
+		live[victim] = true
+		mu.Unlock()
+		tc.waitStable(3)
+	}
+	close(stopLoad)
+	wg.Wait()
+
+	var consumed int64
+	for _, c := range clients {
+		v, err := tc.nodes[0].Client(ctx(t), c)
+		require.NoError(t, err)
+		consumed += capacity - v.Decision.RemainingTokens()
+	}
+	t.Logf("consumed %d, acknowledged %d, unknown %d", consumed, acked.Load(), unknown.Load())
+	assert.GreaterOrEqual(t, consumed, acked.Load(), "an acknowledged admission was lost")
+	assert.LessOrEqual(t, consumed, acked.Load()+unknown.Load(), "a token was spent twice")
+}
