@@ -18,6 +18,7 @@ type nodeMetrics struct {
 	buckets   *prometheus.Desc
 	version   *prometheus.Desc
 	evicted   *prometheus.Desc
+	remember  *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -38,7 +39,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		buckets: prometheus.NewDesc("quorate_buckets", "Buckets held in each group's state on this node.", []string{"group"}, nil),
 		version: prometheus.NewDesc("quorate_config_version", "Configuration version applied in each group on this node.", []string{"group"}, nil),
 		evicted: prometheus.NewDesc("quorate_request_ids_evicted_early_total",
-			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; a retry of such an id is decided afresh.", []string{"group"}, nil),
+			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; until their window ends, a request id the group does not remember is decided afresh and answered maybe_duplicate.", []string{"group"}, nil),
+		remember: prometheus.NewDesc("quorate_requests_remembered",
+			"Decisions each group remembers on this node, by what they are remembered by: request_id (a caller's retry returns them for 2 minutes, at most 262,144 per group) or origin (requests without an id, for the node's own retries: 10 s, at most 65,536 per group). Each costs roughly 150 bytes.", []string{"group", "by"}, nil),
 	}
 	return m
 }
@@ -58,7 +61,7 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember} {
 		ch <- d
 	}
 }
@@ -80,6 +83,9 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.buckets, prometheus.GaugeValue, float64(b), g.id)
 		ch <- prometheus.MustNewConstMetric(m.version, prometheus.GaugeValue, float64(st.ConfigVersion), g.id)
 		ch <- prometheus.MustNewConstMetric(m.evicted, prometheus.CounterValue, float64(g.fsm.RequestIDsEvictedEarly()), g.id)
+		byID, byOrigin := g.fsm.Remembered()
+		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byID), g.id, "request_id")
+		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byOrigin), g.id, "origin")
 	}
 }
 

@@ -521,14 +521,25 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 	families, err := n.opts.Registerer.(*prometheus.Registry).Gather()
 	require.NoError(t, err)
 	got := map[string]int{}
-	var syncs float64
+	var syncs, byOrigin float64
 	for _, mf := range families {
 		got[mf.GetName()] = len(mf.GetMetric())
-		if mf.GetName() == "quorate_log_syncs_total" {
+		switch mf.GetName() {
+		case "quorate_log_syncs_total":
 			syncs = mf.GetMetric()[0].GetCounter().GetValue()
+		case "quorate_requests_remembered":
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "by" && l.GetValue() == "origin" {
+						byOrigin += m.GetGauge().GetValue()
+					}
+				}
+			}
 		}
 	}
 	assert.Equal(t, 1, got["quorate_log_syncs_total"])
 	assert.Positive(t, syncs, "a decision was fsynced")
 	assert.Equal(t, len(n.groups)+1, got["quorate_request_ids_evicted_early_total"], "one series per group")
+	assert.Equal(t, 2*(len(n.groups)+1), got["quorate_requests_remembered"], "by request id and by origin, per group")
+	assert.Equal(t, 1.0, byOrigin, "the decision without a request id is remembered by its origin")
 }

@@ -14,6 +14,10 @@ const (
 	DefaultOriginDedupMax    = 1 << 16
 )
 
+// maxDedupWindow bounds Options.DedupWindow; restored snapshots are checked
+// against it.
+const maxDedupWindow = 24 * time.Hour
+
 // originMarkLife is how long, in group time, a group keeps the highest
 // forgotten sequence number of an epoch after it last rose. A node retries
 // a request only for a few seconds after proposing it (cluster bounds it far
@@ -60,16 +64,18 @@ func (d *dedupWindow) get(k dedupKey) (Decision, bool) {
 	return d.order[pos-d.head].decision, true
 }
 
-// put remembers dec under k and returns how many older entries it forgot to
-// stay within max: entries forgotten before their window ended.
-func (d *dedupWindow) put(k dedupKey, dec Decision) (evicted int) {
+// put remembers dec under k. It returns how many older entries it forgot
+// to stay within max (entries forgotten before their window ended) and the
+// stamp of the newest of them.
+func (d *dedupWindow) put(k dedupKey, dec Decision) (evicted int, newest int64) {
 	d.byKey[k] = d.head + len(d.order)
 	d.order = append(d.order, dedupEntry{key: k, decision: dec})
 	if len(d.order) > d.max {
 		evicted = len(d.order) - d.max
+		newest = d.order[evicted-1].decision.Stamp // oldest first
 		d.dropFront(evicted)
 	}
-	return evicted
+	return evicted, newest
 }
 
 // expire forgets entries older than the window at group time now and

@@ -26,6 +26,11 @@ type Decision struct {
 	// had none): for a Duplicate, it tells the proposing node whether the
 	// decision was its own request's, applied before its answer was lost.
 	Origin uint64
+	// MaybeDuplicate reports a fresh decision for a request id the group
+	// may have decided before: it forgot ids early (more than DedupMax
+	// within the window), so it cannot tell this request from a retry of
+	// one of them.
+	MaybeDuplicate bool
 	// Unresolved reports a Retry the group cannot resolve: it remembers no
 	// decision for the request but may have forgotten one. Nothing was
 	// decided; whether the first proposal was applied is unknown.
@@ -112,6 +117,10 @@ type FSM struct {
 	dedup        *dedupWindow // by request id
 	byOrigin     *dedupWindow // requests without an id, by origin
 	marks        map[uint32]originMark
+	// idsForgottenUntil is the end of the window of the newest request id
+	// forgotten early (by count): until then a request id the group does
+	// not remember may have been decided before.
+	idsForgottenUntil int64
 
 	opts     Options // with defaults filled in
 	initial  bucket.Config
@@ -134,7 +143,7 @@ func New(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.DedupWindow = cmp.Or(max(opts.DedupWindow, 0), DefaultDedupWindow)
+	opts.DedupWindow = min(cmp.Or(max(opts.DedupWindow, 0), DefaultDedupWindow), int64(maxDedupWindow))
 	opts.DedupMax = cmp.Or(max(opts.DedupMax, 0), DefaultDedupMax)
 	opts.OriginDedupWindow = cmp.Or(max(opts.OriginDedupWindow, 0), DefaultOriginDedupWindow)
 	opts.OriginDedupMax = cmp.Or(max(opts.OriginDedupMax, 0), DefaultOriginDedupMax)
@@ -163,6 +172,7 @@ func (f *FSM) reset() {
 	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
 	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
 	f.marks = map[uint32]originMark{}
+	f.idsForgottenUntil = 0
 }
 
 // Apply applies one log entry. See ApplyBatch.
@@ -244,7 +254,7 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 	}
 	if w != nil && (w == f.dedup || r.Retry) {
 		if d, ok := w.get(k); ok {
-			d.Duplicate = true
+			d.Duplicate, d.MaybeDuplicate = true, false
 			return d
 		}
 	}
@@ -253,9 +263,11 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 	}
 	d := f.decide(r.Client, r.Cost, now)
 	d.Origin = r.Origin
+	d.MaybeDuplicate = w == f.dedup && now <= f.idsForgottenUntil
 	if w != nil {
-		if n := w.put(k, d); n > 0 && w == f.dedup {
+		if n, newest := w.put(k, d); n > 0 && w == f.dedup {
 			f.evictedEarly.Add(uint64(n))
+			f.idsForgottenUntil = max(f.idsForgottenUntil, newest+w.window)
 		}
 	}
 	return d

@@ -1,6 +1,8 @@
 package fsm_test
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -488,7 +490,31 @@ func TestRequestIDsEvictedEarlyAreCounted(t *testing.T) {
 		require.False(t, allow(id).Duplicate, id)
 	}
 	assert.Equal(t, uint64(2), f.RequestIDsEvictedEarly(), "r1 and r2 were forgotten within their window")
-	assert.False(t, allow("r1").Duplicate, "a forgotten id is decided afresh")
+	again := allow("r1")
+	assert.False(t, again.Duplicate, "a forgotten id is decided afresh...")
+	assert.True(t, again.MaybeDuplicate, "...and says it may have been decided before")
 	assert.True(t, allow("r5").Duplicate, "a remembered id is not")
 	assert.Equal(t, uint64(3), f.RequestIDsEvictedEarly(), "remembering r1 again forgot r3")
+}
+
+// Until the window of the ids forgotten early has passed, every fresh
+// decision for an id the group does not remember says it may be a
+// duplicate; after it, and before any early forgetting, none does.
+func TestMaybeDuplicateLastsTheForgottenIDsWindow(t *testing.T) {
+	w := time.Duration(fsm.DefaultDedupWindow)
+	f := newFSM(t, fsm.Options{DedupMax: 2})
+	allow := func(at time.Duration, id string) fsm.Decision {
+		return allowOne(t, f, t0+int64(at), fsm.AllowRequest{Client: "a", Cost: 0, RequestID: id})
+	}
+	assert.False(t, allow(0, "r1").MaybeDuplicate)
+	assert.False(t, allow(time.Second, "r2").MaybeDuplicate)
+	assert.False(t, allow(2*time.Second, "r3").MaybeDuplicate, "forgetting r1 now does not make r3 doubtful")
+	assert.True(t, allow(3*time.Second, "new").MaybeDuplicate, "r1 was forgotten early: any unknown id may be it")
+	assert.False(t, allowOne(t, f, t0+int64(3*time.Second), fsm.AllowRequest{Client: "a", Cost: 0}).MaybeDuplicate, "no id, no doubt")
+	// "new" (at 3 s) forgot r2 (decided at 1 s): doubt lasts until 1 s + w.
+	assert.True(t, allow(w+time.Second, "x").MaybeDuplicate)
+	g := newFSM(t, fsm.Options{DedupMax: 2})
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(f.MarshalSnapshot()))))
+	assert.Equal(t, f.MarshalSnapshot(), g.MarshalSnapshot(), "the doubt is part of the replicated state")
+	assert.False(t, allow(w+3*time.Second+1, "y").MaybeDuplicate, "every id forgotten early is past its window")
 }

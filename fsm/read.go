@@ -41,7 +41,8 @@ func (f *FSM) ConfigVersion() uint64 { return f.version.Load() }
 
 // RequestIDsEvictedEarly counts the request ids this replica forgot before
 // their window ended, because the group held the most ids it may remember
-// (Options.DedupMax). A retry of such an id is decided afresh.
+// (Options.DedupMax). A retry of such an id is decided afresh, and marked
+// MaybeDuplicate.
 func (f *FSM) RequestIDsEvictedEarly() uint64 { return f.evictedEarly.Load() }
 
 // HighWater returns the group's time: the largest stamp applied so far.
@@ -56,6 +57,14 @@ func (f *FSM) AppliedIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.applied
+}
+
+// Remembered returns how many decisions the group remembers by request id
+// and by origin.
+func (f *FSM) Remembered() (byID, byOrigin int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.dedup.len(), f.byOrigin.len()
 }
 
 // Stats returns the number of buckets, tier assignments and remembered

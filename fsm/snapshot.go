@@ -38,6 +38,8 @@ type snapshot struct {
 	dedup     []dedupEntry // by request id
 	byOrigin  []dedupEntry // by origin
 	marks     map[uint32]originMark
+	// idsForgottenUntil: see FSM.
+	idsForgottenUntil int64
 }
 
 // Snapshot copies the state; the copy is encoded later, concurrently with
@@ -54,6 +56,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		dedup:     slices.Clone(f.dedup.order),
 		byOrigin:  slices.Clone(f.byOrigin.order),
 		marks:     maps.Clone(f.marks),
+
+		idsForgottenUntil: f.idsForgottenUntil,
 	}, nil
 }
 
@@ -142,6 +146,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 		b = binary.AppendUvarint(b, s.marks[e].seq)
 		b = binary.AppendVarint(b, s.marks[e].at)
 	}
+	b = binary.AppendVarint(b, s.idsForgottenUntil)
 	return flush(true)
 }
 
@@ -192,6 +197,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.reset()
 	f.highWater = s.highWater // before the puts: forgetting stamps marks with it
 	f.marks = s.marks
+	f.idsForgottenUntil = s.idsForgottenUntil
 	for _, e := range s.dedup {
 		f.dedup.put(e.key, e.decision)
 	}
@@ -254,6 +260,7 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 			}
 			s.marks[uint32(e)] = originMark{seq: r.uvarint(), at: r.varint()}
 		}
+		s.idsForgottenUntil = r.varint()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("%d trailing bytes", len(r.b))
@@ -295,6 +302,9 @@ func (s *snapshot) validate() error {
 	}
 	if err := s.validateDedup(s.byOrigin, true); err != nil {
 		return err
+	}
+	if s.idsForgottenUntil < 0 || s.idsForgottenUntil > s.highWater+int64(maxDedupWindow) {
+		return fmt.Errorf("request ids forgotten until %d, beyond the group's time %d and any window", s.idsForgottenUntil, s.highWater)
 	}
 	for e, m := range s.marks {
 		if m.seq > MaxOriginSeq || m.at > s.highWater {

@@ -117,6 +117,8 @@ func allowResponse(d fsm.Decision) AllowResponse {
 		Tier:          d.Tier,
 		StampUnixNano: d.Stamp,
 		Duplicate:     d.Duplicate,
+
+		MaybeDuplicate: d.MaybeDuplicate,
 	}
 }
 

@@ -301,7 +301,7 @@ var answerTiers = []string{"free", "default", "", `q"b\s`, "<&>", "é", "\x00\n\
 func TestAppendAllowResponse(t *testing.T) {
 	for i, tier := range answerTiers {
 		r := AllowResponse{Allowed: i%2 == 0, Remaining: int64(i * 1000), Limit: 5, RetryAfterMs: -1, ResetAfterMs: int64(i),
-			Tier: tier, StampUnixNano: t0 + int64(i), Duplicate: i%3 == 0}
+			Tier: tier, StampUnixNano: t0 + int64(i), Duplicate: i%3 == 0, MaybeDuplicate: i%4 == 1}
 		assert.Equal(t, encodingJSON(t, r), string(append(r.appendJSON(nil), '\n')), "%+v", r)
 		e := ErrorDetail{Code: CodeInvalidClient, Message: "client " + tier}
 		assert.Equal(t, encodingJSON(t, ErrorBody{Error: e}), string(append(e.appendErrorBody(nil), '\n')), "%+v", e)
@@ -313,7 +313,7 @@ func FuzzAppendAllowResponse(f *testing.F) {
 		f.Add(i%2 == 0, int64(i), int64(-i), tier, i%3 == 0)
 	}
 	f.Fuzz(func(t *testing.T, allowed bool, n, m int64, tier string, dup bool) {
-		r := AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup}
+		r := AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup, MaybeDuplicate: n%2 == 1}
 		require.Equal(t, encodingJSON(t, r), string(append(r.appendJSON(nil), '\n')), "%+v", r)
 		e := ErrorDetail{Code: tier, Message: tier + tier}
 		require.Equal(t, encodingJSON(t, ErrorBody{Error: e}), string(append(e.appendErrorBody(nil), '\n')), "%+v", e)

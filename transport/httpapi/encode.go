@@ -66,7 +66,7 @@ func (s *Server) writeEncoded(w http.ResponseWriter, status int, bp *[]byte) {
 }
 
 // appendJSON appends r as encoding/json encodes an AllowResponse, fields in
-// declaration order and Duplicate omitted when false.
+// declaration order and Duplicate and MaybeDuplicate omitted when false.
 func (r *AllowResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, r.Allowed)
@@ -84,6 +84,9 @@ func (r *AllowResponse) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, r.StampUnixNano, 10)
 	if r.Duplicate {
 		b = append(b, `,"duplicate":true`...)
+	}
+	if r.MaybeDuplicate {
+		b = append(b, `,"maybe_duplicate":true`...)
 	}
 	return append(b, '}')
 }

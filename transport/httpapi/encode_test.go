@@ -25,6 +25,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		{Decision: bucket.Decision{Allowed: true, Remaining: 4*bucket.Scale + 1, Limit: 5, ResetAfter: 1500 * int64(time.Millisecond)}, Tier: "free", Stamp: t0},
 		{Decision: bucket.Decision{Limit: 5, RetryAfter: 1, ResetAfter: bucket.Never}, Tier: "<odd&tier>", Stamp: t0 + 1, Duplicate: true},
 		{Decision: bucket.Decision{Limit: 1, RetryAfter: bucket.Never, ResetAfter: bucket.Never}, Tier: bucket.DefaultTierName, Stamp: t0 + 2},
+		{Decision: bucket.Decision{Allowed: true, Limit: 9}, Tier: "free", Stamp: t0 + 3, MaybeDuplicate: true},
 	}
 	var answer []fsm.Decision
 	svc := &fakeService{allow: func(context.Context, []fsm.AllowRequest) ([]fsm.Decision, error) { return answer, nil }}
@@ -46,6 +47,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		{ds[0], "/v1/allow", 200, "5", "4", "2", ""},
 		{ds[1], "/v1/allow?status=429", 429, "5", "0", "", "1"},
 		{ds[2], "/v1/allow", 200, "1", "0", "", ""},
+		{ds[3], "/v1/allow", 200, "9", "0", "0", ""},
 	} {
 		answer = []fsm.Decision{tt.d}
 		rec := serve(tt.path, `{"client":"a"}`)
@@ -63,7 +65,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 	}
 
 	answer = ds
-	rec := serve("/v1/allow/batch", `{"requests":[{"client":"a"},{"client":"b"},{"client":"c"}]}`)
+	rec := serve("/v1/allow/batch", `{"requests":[{"client":"a"},{"client":"b"},{"client":"c"},{"client":"d"}]}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	want := BatchResponse{}
 	for _, d := range ds {

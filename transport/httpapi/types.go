@@ -47,6 +47,11 @@ type AllowResponse struct {
 	// Duplicate reports that this is the original decision for a request id
 	// seen before; nothing was taken this time.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// MaybeDuplicate reports a fresh decision for a request id the group
+	// may have decided before and forgotten early (it was remembering the
+	// most ids it may): if this call retries an earlier one, that one may
+	// have been decided too.
+	MaybeDuplicate bool `json:"maybe_duplicate,omitempty"`
 }
 
 // BatchRequest is the body of POST /v1/allow/batch.
