@@ -37,3 +37,61 @@ func (c *OffsetClock) SetOffset(d time.Duration) { c.offset.Store(int64(d)) }
 
 // Offset returns the current offset.
 func (c *OffsetClock) Offset() time.Duration { return time.Duration(c.offset.Load()) }
+
+// MaxClockStep is how far a node's wall clock may step forward while the
+// node runs and still move the times it stamps entries with: beyond it,
+// stamps follow the monotonic clock instead (see stampClock).
+const MaxClockStep = time.Second
+
+// elapsedClock is a Clock that measures elapsed time itself. Tests use it to
+// step the wall clock without the monotonic clock; other clocks measure
+// elapsed time with Time.Sub, which uses the monotonic readings that
+// time.Now carries.
+type elapsedClock interface {
+	Clock
+	Since(t time.Time) time.Duration
+}
+
+// stampClock is the clock a node stamps entries with: its Clock, held back
+// to where that clock stood when the node started plus the time elapsed
+// since by the monotonic clock, plus MaxClockStep. A wall clock that steps
+// back is followed (the group's high-water time absorbs it: it can only
+// make this node credit less refill); one that steps forward moves stamps
+// by MaxClockStep at most, until the node restarts. So a clock jump while a
+// node runs cannot refill buckets or expire remembered request ids
+// early; only a clock that is already wrong when the node starts counts in
+// the over-admission bound's Δ.
+type stampClock struct {
+	base  Clock
+	start time.Time
+	held  atomic.Int64 // ns the last reading was held back by
+	warn  func(ahead time.Duration)
+	once  atomic.Bool // warned
+}
+
+func newStampClock(base Clock, warn func(ahead time.Duration)) *stampClock {
+	return &stampClock{base: base, start: base.Now(), warn: warn}
+}
+
+// Now returns the base clock's time, held back as described above.
+func (c *stampClock) Now() time.Time {
+	now := c.base.Now()
+	var elapsed time.Duration
+	if e, ok := c.base.(elapsedClock); ok {
+		elapsed = e.Since(c.start)
+	} else {
+		elapsed = now.Sub(c.start)
+	}
+	limit := c.start.UnixNano() + int64(elapsed) + int64(MaxClockStep)
+	if ahead := now.UnixNano() - limit; ahead > 0 {
+		if c.held.Swap(ahead) == 0 && c.warn != nil {
+			c.warn(time.Duration(ahead)) // once per stretch held back
+		}
+		return time.Unix(0, limit)
+	}
+	c.held.Store(0)
+	return now
+}
+
+// HeldBack returns how far the last reading was held back (0: not at all).
+func (c *stampClock) HeldBack() time.Duration { return time.Duration(c.held.Load()) }

@@ -19,6 +19,7 @@ type nodeMetrics struct {
 	version   *prometheus.Desc
 	evicted   *prometheus.Desc
 	remember  *prometheus.Desc
+	heldBack  *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -40,6 +41,8 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		version: prometheus.NewDesc("quorate_config_version", "Configuration version applied in each group on this node.", []string{"group"}, nil),
 		evicted: prometheus.NewDesc("quorate_request_ids_evicted_early_total",
 			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; until their window ends, a request id the group does not remember is decided afresh and answered maybe_duplicate.", []string{"group"}, nil),
+		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
+			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
 			"Decisions each group remembers on this node, by what they are remembered by: request_id (a caller's retry returns them for 2 minutes, at most 262,144 per group) or origin (requests without an id, for the node's own retries: 10 s, at most 65,536 per group). Each costs roughly 150 bytes.", []string{"group", "by"}, nil),
 	}
@@ -61,7 +64,7 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack} {
 		ch <- d
 	}
 }
@@ -73,6 +76,9 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.syncs()))
+	if sc, ok := n.opts.Clock.(*stampClock); ok {
+		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
+	}
 	for _, g := range append([]*group{n.meta}, n.groups...) {
 		st := g.status()
 		ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, raftStateValue(g.raft.State()), g.id)

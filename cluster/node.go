@@ -74,6 +74,10 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	opts.Groups, opts.LogStore = cf.Groups, cf.LogStore
+	opts.Clock = newStampClock(opts.Clock, func(ahead time.Duration) {
+		opts.Logger.Warn("the wall clock stepped forward while the node runs; stamps follow the monotonic clock instead (restart the node to accept the new time)",
+			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", MaxClockStep.String())
+	})
 	ln, err := net.Listen("tcp", opts.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
