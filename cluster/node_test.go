@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -542,4 +545,44 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 	assert.Equal(t, len(n.groups)+1, got["quorate_request_ids_evicted_early_total"], "one series per group")
 	assert.Equal(t, 2*(len(n.groups)+1), got["quorate_requests_remembered"], "by request id and by origin, per group")
 	assert.Equal(t, 1.0, byOrigin, "the decision without a request id is remembered by its origin")
+}
+
+// A forwarded write that arrives after its caller's deadline is not
+// proposed: the caller has been told its outcome is unknown, and a late
+// proposal could still take effect behind its back.
+func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	// post sends body as a peer whose caller's deadline is deadline.
+	post := func(path string, body any, deadline time.Time) *rpcError {
+		t.Helper()
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, "http://"+n.RaftAddr()+path, bytes.NewReader(data))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(deadlineHeader, strconv.FormatInt(deadline.UnixNano(), 10))
+		resp, err := n.rpc.hc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var out rpcResp[json.RawMessage]
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out.Error
+	}
+	g := n.groupFor("carol")
+	require.Nil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
+	last := g.raft.LastIndex()
+
+	past := time.Now().Add(-time.Second)
+	assert.NotNil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
+	op := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "late", Policy: bucket.Policy{Capacity: 1, Rate: bucket.Scale}}
+	assert.NotNil(t, post("/internal/config-op", op, past), "a config op past its deadline was answered as done")
+
+	assert.Equal(t, last, g.raft.LastIndex(), "nothing was appended after the deadline")
+	v, err := n.Client(ctx(t), "carol")
+	require.NoError(t, err)
+	assert.Equal(t, "pro", v.AssignedTier)
+	cfg, err := n.Config(ctx(t))
+	require.NoError(t, err)
+	assert.NotContains(t, cfg.Tiers, "late")
 }
