@@ -44,6 +44,16 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 // ErrInvalidTierName is returned (wrapped) for an unusable tier name.
 var ErrInvalidTierName = errors.New("invalid tier name")
 
+// MaxTiers is the most tiers a configuration may define. Every group holds
+// the whole configuration and every node keeps it in memory, so the number
+// is bounded; the bound is enforced where tiers are created (the API, the
+// initial configuration), never when a committed entry is applied.
+const MaxTiers = 1000
+
+// ErrTooManyTiers is returned (wrapped) when creating a tier would pass
+// MaxTiers.
+var ErrTooManyTiers = errors.New("too many tiers")
+
 // Policy is the shape of one bucket: how many tokens it holds when full and
 // how fast it refills. The zero Policy is invalid (capacity 0).
 type Policy struct {

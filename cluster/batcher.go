@@ -53,7 +53,8 @@ type batcher struct {
 	clock         Clock
 	maxBatch      int
 	observeSize   func(n int)
-	notConfigured func() // asks for the configuration to be installed
+	notConfigured func()                              // asks for the configuration to be installed
+	admit         func(reqs []fsm.AllowRequest) error // the node's client budget
 
 	in      chan *submission
 	slots   chan struct{}  // one per entry in flight, maxInflight in all
@@ -74,10 +75,11 @@ type entry struct {
 	n    int // decisions
 }
 
-func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int), notConfigured func()) *batcher {
+func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int), notConfigured func(), admit func([]fsm.AllowRequest) error) *batcher {
 	b := &batcher{
 		g:             g,
 		notConfigured: notConfigured,
+		admit:         admit,
 		clock:         clock,
 		maxBatch:      maxBatch,
 		in:            make(chan *submission, 4*maxBatch),
@@ -115,13 +117,21 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 		b.notConfigured()
 		return nil, fmt.Errorf("%w: group %s has no configuration yet", errNotLeader, b.g.id)
 	}
+	if b.admit != nil {
+		if err := b.admit(reqs); err != nil {
+			return nil, fmt.Errorf("group %s: %w", b.g.id, err)
+		}
+	}
 	s := &submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}
 	select {
 	case b.in <- s:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: group %s: queue full: %w", errNotLeader, b.g.id, ctx.Err())
 	case <-b.stop:
 		return nil, ErrShuttingDown
+	default:
+		// A full queue is more work than the group can commit before
+		// callers give up: refuse at once rather than let them wait out
+		// their deadlines.
+		return nil, fmt.Errorf("%w: group %s: %d submissions queued", ErrOverloaded, b.g.id, cap(b.in))
 	}
 	exited := b.exited
 	for {

@@ -48,10 +48,10 @@ func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decisi
 	it := &fwdItem{ctx: ctx, item: item, done: make(chan outcome, 1)}
 	select {
 	case f.in <- it:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: forward to %s: %w", errNotLeader, f.addr, ctx.Err())
 	case <-f.stop:
 		return nil, ErrShuttingDown
+	default:
+		return nil, fmt.Errorf("%w: %d requests queued for %s", ErrOverloaded, cap(f.in), f.addr)
 	}
 	exited := f.exited
 	for {

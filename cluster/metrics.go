@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,6 +22,7 @@ type nodeMetrics struct {
 	evicted   *prometheus.Desc
 	remember  *prometheus.Desc
 	heldBack  *prometheus.Desc
+	refusals  *prometheus.CounterVec
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -41,6 +44,10 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		version: prometheus.NewDesc("quorate_config_version", "Configuration version applied in each group on this node.", []string{"group"}, nil),
 		evicted: prometheus.NewDesc("quorate_request_ids_evicted_early_total",
 			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; until their window ends, a request id the group does not remember is decided afresh and answered maybe_duplicate.", []string{"group"}, nil),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quorate_requests_refused_total",
+			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue) or too_many_clients (a new client past --max-clients).",
+		}, []string{"reason"}),
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
@@ -57,10 +64,23 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 	if err := reg.Register(m.batchSize); err != nil {
 		return err
 	}
+	if err := reg.Register(m.refusals); err != nil {
+		return err
+	}
 	return reg.Register(m)
 }
 
 func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
+
+// refused counts a call refused for err, if err is a refusal.
+func (m *nodeMetrics) refused(err error) {
+	switch {
+	case errors.Is(err, ErrOverloaded):
+		m.refusals.WithLabelValues("overloaded").Inc()
+	case errors.Is(err, ErrTooManyClients):
+		m.refusals.WithLabelValues("too_many_clients").Inc()
+	}
+}
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {

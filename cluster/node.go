@@ -45,6 +45,7 @@ type Node struct {
 	logs     *logStores
 
 	leaving atomic.Bool
+	pending atomic.Int64 // decisions callers of Allow wait for
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
@@ -192,7 +193,8 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile)
+		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
+			func(reqs []fsm.AllowRequest) error { return n.admitClients(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()

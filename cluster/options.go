@@ -70,6 +70,15 @@ type Options struct {
 	// at once (DefaultMaxInflight if zero). Requests that arrive while the
 	// limit is reached ride in the next entry.
 	MaxInflight int
+	// MaxPending is the most decisions this node's callers may wait for at
+	// once; past it a call is refused with ErrOverloaded at once instead of
+	// queueing (DefaultMaxPending if zero).
+	MaxPending int
+	// MaxClients is the most buckets this node may hold, over all the groups
+	// it has a replica of: past it, a request for a client without a bucket
+	// is refused with ErrTooManyClients and known clients are still served
+	// (DefaultMaxClients if zero; negative: no limit).
+	MaxClients int
 	// ReclaimInterval is how often a group leader forgets full buckets
 	// (DefaultReclaimInterval if zero; negative disables reclamation).
 	ReclaimInterval time.Duration
@@ -98,6 +107,8 @@ const (
 	DefaultGroups            = 8
 	DefaultMaxBatch          = 4096
 	DefaultMaxInflight       = 2
+	DefaultMaxPending        = 100_000
+	DefaultMaxClients        = 5_000_000
 	DefaultReclaimInterval   = time.Minute
 	DefaultReplicas          = 3
 	DefaultDeadAfter         = 30 * time.Second
@@ -136,6 +147,9 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.Initial.Validate(); err != nil {
 		return o, fmt.Errorf("cluster: initial configuration: %w", err)
 	}
+	if len(o.Initial.Tiers) > bucket.MaxTiers {
+		return o, fmt.Errorf("cluster: initial configuration: %w: %d tiers, at most %d", bucket.ErrTooManyTiers, len(o.Initial.Tiers), bucket.MaxTiers)
+	}
 	for _, name := range o.Initial.TierNames() {
 		if err := o.Initial.Tiers[name].Validate(); err != nil {
 			return o, fmt.Errorf("cluster: initial configuration: tier %q: %w", name, err)
@@ -150,6 +164,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RaftLogLevel == nil {
 		o.RaftLogLevel = slog.LevelWarn
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.MaxClients == 0 {
+		o.MaxClients = DefaultMaxClients
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch

@@ -27,6 +27,9 @@ const (
 	codeNotLeader    = "not_leader"
 	codeUnavailable  = "unavailable"
 	codeUnknown      = "outcome_unknown"
+	codeOverloaded   = "overloaded"
+	codeTooMany      = "too_many_clients"
+	codeTooManyTiers = "too_many_tiers"
 	codeShuttingDown = "shutting_down"
 	codeInvalid      = "invalid_policy"
 	codeTierName     = "invalid_tier_name"
@@ -52,12 +55,18 @@ func toRPCError(err error) *rpcError {
 		code = codeShuttingDown
 	case errors.Is(err, ErrOutcomeUnknown):
 		code = codeUnknown
+	case errors.Is(err, ErrOverloaded):
+		code = codeOverloaded
+	case errors.Is(err, ErrTooManyClients):
+		code = codeTooMany
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = codeUnavailable
 	case errors.Is(err, bucket.ErrInvalidPolicy):
 		code = codeInvalid
 	case errors.Is(err, bucket.ErrInvalidTierName):
 		code = codeTierName
+	case errors.Is(err, bucket.ErrTooManyTiers):
+		code = codeTooManyTiers
 	case errors.Is(err, fsm.ErrNoSuchTier):
 		code = codeNoSuchTier
 	case errors.Is(err, fsm.ErrInvalidCommand):
@@ -77,10 +86,16 @@ func (e *rpcError) err() error {
 		return fmt.Errorf("%w (remote: %s)", ErrUnavailable, e.Message)
 	case codeUnknown:
 		return fmt.Errorf("%w (remote: %s)", ErrOutcomeUnknown, e.Message)
+	case codeOverloaded:
+		return fmt.Errorf("%w (remote: %s)", ErrOverloaded, e.Message)
+	case codeTooMany:
+		return fmt.Errorf("%w (remote: %s)", ErrTooManyClients, e.Message)
 	case codeInvalid:
 		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidPolicy, e.Message)
 	case codeTierName:
 		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidTierName, e.Message)
+	case codeTooManyTiers:
+		return fmt.Errorf("%w (remote: %s)", bucket.ErrTooManyTiers, e.Message)
 	case codeNoSuchTier:
 		return fmt.Errorf("%w (remote: %s)", fsm.ErrNoSuchTier, e.Message)
 	case codeInvalidCmd:

@@ -19,12 +19,35 @@ import (
 // another reached over the internal RPC); requests of one group ride in the
 // same log entry. Every decision is committed and applied before it is
 // returned.
+//
+// A node with more than Options.MaxPending decisions waiting refuses the
+// call at once with ErrOverloaded, and so does a group whose queue is full.
 func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	if unsafeLocalDecisions {
 		return n.allowUnsafe(reqs), nil
+	}
+	k := int64(len(reqs))
+	if p := n.pending.Add(k); p > int64(n.opts.MaxPending) && p > k {
+		n.pending.Add(-k)
+		n.metrics.refused(ErrOverloaded)
+		return nil, fmt.Errorf("%w: %d decisions pending on this node", ErrOverloaded, p-k)
+	}
+	ds, err := n.allow(ctx, reqs)
+	n.pending.Add(-k)
+	if err != nil {
+		n.metrics.refused(err)
+	}
+	return ds, err
+}
+
+func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	// The budget is checked here, on this node's replicas, so that a call
+	// is refused as a whole; each group's leader checks it again.
+	if err := n.admitClients(nil, reqs); err != nil {
+		return nil, err
 	}
 	if len(reqs) == 1 {
 		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
@@ -104,6 +127,33 @@ func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decisio
 			return r.check(err)
 		})
 	return r.finish(ds, err)
+}
+
+// admitClients refuses reqs if one would create a bucket while the node
+// holds its budget of them (Options.MaxClients). g is the requests' group,
+// or nil to look each client's up. Entries in flight are not counted, so
+// the budget may be passed by what they create.
+func (n *Node) admitClients(g *group, reqs []fsm.AllowRequest) error {
+	if n.opts.MaxClients < 0 {
+		return nil
+	}
+	total := 0
+	for _, gg := range n.groups {
+		total += gg.fsm.Buckets()
+	}
+	if total < n.opts.MaxClients {
+		return nil
+	}
+	for _, r := range reqs {
+		rg := g
+		if rg == nil {
+			rg = n.groupFor(r.Client)
+		}
+		if !rg.fsm.Known(r.Client) {
+			return fmt.Errorf("%w: this node holds %d of at most %d, and %q is new", ErrTooManyClients, total, n.opts.MaxClients, r.Client)
+		}
+	}
+	return nil
 }
 
 // checkItem refuses a forwarded item that names no group of this cluster or
@@ -218,6 +268,14 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 
 // changeConfigLocal is ChangeConfig on the meta group's leader.
 func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigChange, error) {
+	if err := validateOp(op); err != nil { // a peer's op is checked like a caller's
+		return ConfigChange{}, err
+	}
+	if cfg := n.meta.fsm.Config(); op.Kind == fsm.OpSetTier && len(cfg.Tiers) >= bucket.MaxTiers {
+		if _, exists := cfg.Tiers[op.Tier]; !exists {
+			return ConfigChange{}, fmt.Errorf("%w: %d tiers defined, at most %d", bucket.ErrTooManyTiers, len(cfg.Tiers), bucket.MaxTiers)
+		}
+	}
 	res, err := n.meta.applyLocal(ctx, op)
 	if err != nil {
 		return ConfigChange{}, err

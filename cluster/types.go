@@ -19,6 +19,14 @@ var (
 	// with the same request id returns the original decision if there was
 	// one. It wraps ErrUnavailable.
 	ErrOutcomeUnknown = fmt.Errorf("%w: outcome unknown", ErrUnavailable)
+	// ErrOverloaded means the node has more work queued than it may take:
+	// it refused the request at once, and nothing was decided.
+	ErrOverloaded = errors.New("node overloaded")
+	// ErrTooManyClients means deciding the request would create state for
+	// a client the node does not know while it holds its budget of clients
+	// (Options.MaxClients): nothing was decided; clients it knows are still
+	// served.
+	ErrTooManyClients = errors.New("too many clients")
 	// ErrShuttingDown means the node is stopping and took no part of the
 	// request: nothing was appended.
 	ErrShuttingDown = errors.New("node shutting down")

@@ -108,6 +108,7 @@ type FSM struct {
 	applied   uint64
 	config    bucket.Config
 	version   atomic.Uint64 // config.Version, readable without the lock
+	nBuckets  atomic.Int64  // len(buckets), readable without the lock
 	// evictedEarly counts request ids this replica forgot before their
 	// window ended because the group remembered the most it may (not part
 	// of the replicated state: a metric since the process started).
@@ -199,6 +200,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out[i] = f.applyBytes(l.Data)
 	}
+	f.nBuckets.Store(int64(len(f.buckets)))
 	return out
 }
 
@@ -207,6 +209,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 func (f *FSM) ApplyCommand(data []byte) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer func() { f.nBuckets.Store(int64(len(f.buckets))) }()
 	return f.applyBytes(data)
 }
 

@@ -59,6 +59,18 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
+// Buckets returns how many buckets the group holds, without taking the
+// FSM's lock (as of the last applied batch of entries).
+func (f *FSM) Buckets() int { return int(f.nBuckets.Load()) }
+
+// Known reports whether the group holds a bucket for client.
+func (f *FSM) Known(client string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.buckets[client]
+	return ok
+}
+
 // Remembered returns how many decisions the group remembers by request id
 // and by origin.
 func (f *FSM) Remembered() (byID, byOrigin int) {

@@ -210,6 +210,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.version.Store(s.config.Version)
 	f.tiers = s.tiers
 	f.buckets = s.buckets
+	f.nBuckets.Store(int64(len(s.buckets)))
 	return nil
 }
 

@@ -43,6 +43,8 @@ type serveFlags struct {
 	logFormat   string
 	maxBatch    int
 	maxInflight int
+	maxPending  int
+	maxClients  int
 	reclaim     time.Duration
 	debugAddr   string
 	raftTimeout time.Duration
@@ -68,6 +70,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.IntVar(&f.maxBatch, "max-batch", cluster.DefaultMaxBatch, "most decisions in one raft entry")
 	fs.IntVar(&f.maxInflight, "max-inflight", cluster.DefaultMaxInflight, "allow entries in flight per group leader")
+	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
+	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
@@ -161,6 +165,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Registerer:      reg,
 		MaxBatch:        f.maxBatch,
 		MaxInflight:     f.maxInflight,
+		MaxPending:      f.maxPending,
+		MaxClients:      f.maxClients,
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
 		Clock:           clock,

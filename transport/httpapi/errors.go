@@ -29,17 +29,20 @@ const (
 	CodeBatchTooLarge    = "batch_too_large"    // more requests than Options.MaxBatch
 
 	CodeTierNotFound         = "tier_not_found"         // 404: deleting a tier that does not exist
+	CodeTooManyTiers         = "too_many_tiers"         // 409: creating a tier past bucket.MaxTiers
 	CodeNotFound             = "not_found"              // 404: no such route
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: route exists, method does not
 	CodeBodyTooLarge         = "body_too_large"         // 413: body over the endpoint's limit
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: Content-Type not application/json
 
 	// 503: the cluster could not answer; Retry-After says when to try again.
-	CodeUnavailable  = "unavailable"     // the group has no leader or no quorum; nothing was decided
-	CodeUnknown      = "outcome_unknown" // the request may have been decided; retry with the same request_id to learn
-	CodeShuttingDown = "shutting_down"   // this node is stopping: try another
-	CodeTimeout      = "timeout"         // the deadline passed before the answer was applied
-	CodeNotReady     = "not_ready"       // GET /readyz: some group has no leader
+	CodeUnavailable  = "unavailable"      // the group has no leader or no quorum; nothing was decided
+	CodeUnknown      = "outcome_unknown"  // the request may have been decided; retry with the same request_id to learn
+	CodeShuttingDown = "shutting_down"    // this node is stopping: try another
+	CodeOverloaded   = "overloaded"       // the node has more work queued than it takes; nothing was decided
+	CodeTooMany      = "too_many_clients" // a new client past the node's --max-clients; known clients are served
+	CodeTimeout      = "timeout"          // the deadline passed before the answer was applied
+	CodeNotReady     = "not_ready"        // GET /readyz: some group has no leader
 
 	CodeInternal = "internal" // 500: a bug or an unexpected failure, logged on the node
 )
@@ -74,6 +77,12 @@ func (s *Server) mapError(r *http.Request, err error) *apiError {
 	case errors.Is(err, cluster.ErrShuttingDown):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
 			msg: "this node is shutting down; retry on another node", retryAfter: 1}
+	case errors.Is(err, cluster.ErrOverloaded):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeOverloaded,
+			msg: "this node has more work queued than it takes; nothing was decided, retry later or on another node", retryAfter: 1}
+	case errors.Is(err, cluster.ErrTooManyClients):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeTooMany,
+			msg: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided", retryAfter: 1}
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnknown,
 			msg: "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", retryAfter: 1}
@@ -91,6 +100,8 @@ func (s *Server) mapError(r *http.Request, err error) *apiError {
 			msg: "the request was canceled inside the node; retry with the same request_id", retryAfter: 1}
 	case errors.Is(err, fsm.ErrNoSuchTier):
 		return &apiError{status: http.StatusNotFound, code: CodeTierNotFound, msg: err.Error()}
+	case errors.Is(err, bucket.ErrTooManyTiers):
+		return &apiError{status: http.StatusConflict, code: CodeTooManyTiers, msg: err.Error()}
 	case errors.Is(err, bucket.ErrInvalidTierName):
 		return badRequest(CodeInvalidTierName, "%s", err.Error())
 	case errors.Is(err, bucket.ErrInvalidPolicy):

@@ -349,10 +349,13 @@ func TestServiceErrorMapping(t *testing.T) {
 		{"unavailable", fmt.Errorf("group 3: %w", cluster.ErrUnavailable), 503, CodeUnavailable, "1"},
 		{"shutting down", fmt.Errorf("wrapped: %w", cluster.ErrShuttingDown), 503, CodeShuttingDown, "1"},
 		{"outcome unknown", fmt.Errorf("group 2: %w", cluster.ErrOutcomeUnknown), 503, CodeUnknown, "1"},
+		{"overloaded", fmt.Errorf("group 2: %w", cluster.ErrOverloaded), 503, CodeOverloaded, "1"},
+		{"too many clients", fmt.Errorf("x: %w", cluster.ErrTooManyClients), 503, CodeTooMany, "1"},
 		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), 503, CodeTimeout, "1"},
 		{"invalid policy", fmt.Errorf("x: %w", bucket.ErrInvalidPolicy), 400, CodeInvalidPolicy, ""},
 		{"invalid tier name", fmt.Errorf("x: %w", bucket.ErrInvalidTierName), 400, CodeInvalidTierName, ""},
 		{"no such tier", fmt.Errorf("x: %w", fsm.ErrNoSuchTier), 404, CodeTierNotFound, ""},
+		{"too many tiers", fmt.Errorf("x: %w", bucket.ErrTooManyTiers), 409, CodeTooManyTiers, ""},
 		{"anything else", fmt.Errorf("disk on fire at /var/secret"), 500, CodeInternal, ""},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// A node with more decisions pending than it may queue refuses a call at
+// once with ErrOverloaded, decides nothing, and takes calls again when the
+// backlog is gone.
+func TestOverloadedNodeRefusesAtOnce(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock(), func(o *Options) { o.MaxPending = 10 })
+	n.pending.Store(10) // ten decisions already waiting
+	_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ana", Cost: 1}})
+	require.ErrorIs(t, err, ErrOverloaded)
+	assert.NotErrorIs(t, err, ErrUnavailable, "a refusal, not a timeout")
+	assert.Equal(t, int64(10), n.pending.Load(), "the refused call leaves no trace")
+	n.pending.Store(0)
+	v, err := n.Client(ctx(t), "ana")
+	require.NoError(t, err)
+	assert.False(t, v.Known, "nothing was decided for the refused call")
+
+	ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ana", Cost: 1}})
+	require.NoError(t, err)
+	assert.True(t, ds[0].Allowed)
+	assert.Zero(t, n.pending.Load())
+	// One call larger than the whole budget is still taken when nothing
+	// else is pending, or it could never be.
+	big := make([]fsm.AllowRequest, 11)
+	for i := range big {
+		big[i] = fsm.AllowRequest{Client: "ana", Cost: 0}
+	}
+	_, err = n.Allow(ctx(t), big)
+	assert.NoError(t, err)
+}
+
+// Past --max-clients a node refuses requests that would create a bucket,
+// serves the clients it holds, and takes new ones again once reclaim has
+// forgotten full buckets.
+func TestMaxClientsRefusesOnlyNewClients(t *testing.T) {
+	clock := newManualClock()
+	n := startNode(t, t.TempDir(), clock, func(o *Options) { o.MaxClients = 2 })
+	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 5, Rate: bucket.Scale}})
+	require.NoError(t, err)
+	for _, c := range []string{"a", "b"} {
+		_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: c, Cost: 1}})
+		require.NoError(t, err)
+	}
+	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "c", Cost: 1}})
+	require.ErrorIs(t, err, ErrTooManyClients)
+	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "a", Cost: 1}, {Client: "c", Cost: 1}})
+	require.ErrorIs(t, err, ErrTooManyClients, "a call with a new client is refused as a whole")
+	ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "a", Cost: 1}})
+	require.NoError(t, err, "a known client is still served")
+	assert.Equal(t, int64(3), ds[0].RemainingTokens())
+
+	clock.Advance(10 * time.Second) // every bucket refills: reclaim forgets them
+	n.reclaim()
+	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "c", Cost: 1}})
+	assert.NoError(t, err)
+}
+
+// Tiers are capped where they are created; changing an existing tier at the
+// cap is still allowed.
+func TestTierCap(t *testing.T) {
+	n := startNode(t, t.TempDir(), newManualClock())
+	p := bucket.Policy{Capacity: 1, Rate: bucket.Scale}
+	// Fill the configuration to the cap in one committed entry, as a
+	// restored or older cluster might hold it.
+	cfg := n.meta.fsm.Config()
+	big := bucket.Config{Version: cfg.Version + 1, Default: cfg.Default, Tiers: map[string]bucket.Policy{}}
+	for i := range bucket.MaxTiers {
+		big.Tiers[fmt.Sprintf("t%d", i)] = p
+	}
+	_, err := n.meta.applyLocal(ctx(t), fsm.InstallConfig{Config: big})
+	require.NoError(t, err)
+
+	_, err = n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "one-more", Policy: p})
+	require.ErrorIs(t, err, bucket.ErrTooManyTiers)
+	_, err = n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "t7", Policy: bucket.Policy{Capacity: 2, Rate: bucket.Scale}})
+	assert.NoError(t, err, "an existing tier may still change")
+
+	big.Tiers["one-more"] = p
+	_, err = New(Options{NodeID: "x", DataDir: t.TempDir(), Initial: big})
+	assert.ErrorIs(t, err, bucket.ErrTooManyTiers, "an initial configuration past the cap is refused")
+}
