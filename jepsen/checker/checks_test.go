@@ -35,9 +35,16 @@ func TestDuplicates(t *testing.T) {
 		{name: "request applied twice", failure: "decided twice", h: hist(
 			orig, with(allowed(10*msec, 11*msec, 10*msec, 3), reqID("r1")),
 		)},
-		{name: "duplicate of a request that was never applied", failure: "no attempt", h: hist(
+		{name: "duplicate of a request that was never applied", failure: "nothing decided", h: hist(
 			with(orig, outcome(history.OutcomeFail)),
 			with(orig, duplicate()),
+		)},
+		{name: "a 503 that promised nothing, then a duplicate", failure: "nothing decided", h: hist(
+			with(unknown(0, 100*msec), reqID("r1"), outcome(history.OutcomeFail), func(op *history.Op) { op.Status, op.Error = 503, "unavailable" }),
+			with(allowed(150*msec, 160*msec, 50*msec, 4), reqID("r1"), duplicate()),
+		)},
+		{name: "a repeat of a decided request", valid: true, h: hist(
+			orig, with(unknown(2*msec, 3*msec), reqID("r1"), outcome(history.OutcomeFail)), with(orig, duplicate(), func(op *history.Op) { op.Probe = "repeat" }),
 		)},
 		{name: "same request id on another key is another request", valid: true, h: hist(
 			orig, with(allowed(10*msec, 11*msec, 10*msec, 4), reqID("r1"), key("b")),

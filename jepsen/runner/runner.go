@@ -69,19 +69,24 @@ type Config struct {
 
 // Summary is what a run reports.
 type Summary struct {
-	Name         string   `json:"name"`
-	Dir          string   `json:"dir"`
-	Seed         uint64   `json:"seed"`
-	Nodes        int      `json:"nodes"`
-	Nemeses      []string `json:"nemeses"`
-	Unsafe       bool     `json:"unsafe"`
-	Netns        bool     `json:"netns"`
-	Ops          int      `json:"ops"`
-	OK           int      `json:"ok"`
-	Info         int      `json:"info"`
-	Fail         int      `json:"fail"`
-	InfoFraction float64  `json:"info_fraction"`
-	Faults       int      `json:"faults"`
+	Name    string   `json:"name"`
+	Dir     string   `json:"dir"`
+	Seed    uint64   `json:"seed"`
+	Nodes   int      `json:"nodes"`
+	Nemeses []string `json:"nemeses"`
+	Unsafe  bool     `json:"unsafe"`
+	Netns   bool     `json:"netns"`
+	// Ops counts logical operations (the attempts of one request id are one
+	// operation) and Attempts the requests sent. OK operations got a
+	// decision, Info ones stayed unknown (InfoFraction of Ops, the unknown
+	// rate), Fail ones were never applied, on the server's word.
+	Ops          int     `json:"ops"`
+	Attempts     int     `json:"attempts"`
+	OK           int     `json:"ok"`
+	Info         int     `json:"info"`
+	Fail         int     `json:"fail"`
+	InfoFraction float64 `json:"info_fraction"`
+	Faults       int     `json:"faults"`
 	// Latency of operations (first attempt to answer, retries included)
 	// that overlapped a fault and of those that did not, in milliseconds,
 	// and the share of operations that needed a retry.
@@ -337,8 +342,10 @@ type Latency struct {
 	Retried float64 `json:"retried_fraction"`
 }
 
-// latencies splits ops into those that overlapped a fault interval and the
-// rest.
+// latencies splits the operations answered ok into those that overlapped
+// a fault interval and the rest. An operation's latency runs from its first
+// attempt to its first ok answer (probes sent after the run left out); it
+// was retried if that answer was not its first attempt's.
 func latencies(h history.History) (fault, quiet Latency) {
 	type span struct{ from, to int64 }
 	var spans []span
@@ -353,15 +360,27 @@ func latencies(h history.History) (fault, quiet Latency) {
 	}
 	var fl, ql []float64
 	var fr, qr int
-	for _, op := range h.Ops {
-		if op.Outcome != history.OutcomeOK {
+	for _, o := range h.Operations() {
+		invoke, answered, retried := int64(0), int64(0), false
+		for _, i := range o.Attempts {
+			op := h.Ops[i]
+			if op.Probe == "resolve" {
+				continue
+			}
+			if invoke == 0 || op.Invoke < invoke {
+				invoke = op.Invoke
+			}
+			if op.Outcome == history.OutcomeOK && answered == 0 {
+				answered, retried = op.Complete, op.Attempt > 0
+			}
+		}
+		if answered == 0 {
 			continue
 		}
-		d := float64(op.Complete-op.Invoke) / 1e6
-		retried := op.ResolvedBy != ""
+		d := float64(answered-invoke) / 1e6
 		during := false
 		for _, sp := range spans {
-			if op.Invoke <= sp.to && op.Complete >= sp.from {
+			if invoke <= sp.to && answered >= sp.from {
 				during = true
 				break
 			}
@@ -444,8 +463,8 @@ func Recheck(dir string) (Summary, error) {
 // count fills the operation, fault and latency figures from h.
 func (sum *Summary) count(h history.History) {
 	sum.OK, sum.Info, sum.Fail, sum.Faults = 0, 0, 0, 0
-	for _, op := range h.Ops {
-		switch op.Outcome {
+	for _, o := range h.Operations() {
+		switch h.Settled(o) {
 		case history.OutcomeOK:
 			sum.OK++
 		case history.OutcomeInfo:
@@ -454,7 +473,7 @@ func (sum *Summary) count(h history.History) {
 			sum.Fail++
 		}
 	}
-	sum.Ops = len(h.Ops)
+	sum.Ops, sum.Attempts = sum.OK+sum.Info+sum.Fail, len(h.Ops)
 	if sum.Ops > 0 {
 		sum.InfoFraction = float64(sum.Info) / float64(sum.Ops)
 	}
