@@ -124,7 +124,7 @@ func TestOverAdmission(t *testing.T) {
 			// 6 tokens admitted within [0, 1s]: C + r·1s = 6.
 			allowed(0, m(0.5), 0, 4), allowed(m(1), m(1.5), m(1), 3), allowed(m(2), m(2.5), m(2), 2),
 			allowed(m(3), m(3.5), m(3), 1), allowed(m(4), m(4.5), m(4), 0),
-			allowed(m(999.5), m(1000), m(999.5), 0),
+			allowed(m(999.5), m(1000.5), m(1000), 0),
 		)},
 		{name: "just over the bound", failure: "7 tokens admitted", h: hist(
 			allowed(0, m(0.5), 0, 4), allowed(m(1), m(1.5), m(1), 3), allowed(m(2), m(2.5), m(2), 2),
@@ -133,21 +133,25 @@ func TestOverAdmission(t *testing.T) {
 		)},
 		{name: "over-admission after a failover", failure: "excess 4.9", h: hist(
 			append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...)},
-		{name: "failover excess is found even with a clock skew", p: &skewed, failure: "ε 500ms", h: func() history.History {
+		{name: "failover excess is found even with a clock skew", p: &skewed, failure: "excess 4.976", h: func() history.History {
 			h := hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...)
 			h.ClockOffsets = map[string]int64{"n2": int64(250 * msec)}
 			return h
 		}()},
-		{name: "skew allows r·ε more", p: &skewed, valid: true, h: func() history.History {
-			h := hist(append(burst(0, 5, "n1"), allowed(m(600), m(600.5), m(600), 0))...)
-			h.ClockOffsets = map[string]int64{"n2": int64(250 * msec)}
+		{name: "a leader clock ahead credits more refill, in group time", p: &skewed, valid: true, h: func() history.History {
+			// n1 250 ms behind stamps the burst, n2 250 ms ahead the sixth
+			// admission 600 ms later in real time: 1.1 s of group time.
+			var ops []history.Op
+			for _, op := range burst(0, 5, "n1") {
+				ops = append(ops, with(op, func(op *history.Op) { op.Stamp -= int64(250 * msec) }))
+			}
+			h := hist(append(ops, with(allowed(m(600), m(600.5), m(850), 0), node("n2")))...)
+			h.ClockOffsets = map[string]int64{"n1": -int64(250 * msec), "n2": int64(250 * msec)}
 			return h
 		}()},
 		{name: "same without the skew", failure: "6 tokens admitted", h: hist(
 			append(burst(0, 5, "n1"), allowed(m(600), m(600.5), m(600), 0))...)},
 		{name: "slow over-admission over the whole run", failure: "tokens admitted", h: hist(steady(500*msec, 20)...)},
-		{name: "info ops are not counted", valid: true, h: withInfo(hist(burst(0, 5, "n1")...),
-			unknown(m(10), m(11)), unknown(m(12), m(13)))},
 		{name: "raised capacity may be used at once", valid: true, h: withChanges(hist(
 			append(burst(0, 5, "n1"), allowed(m(30), m(30.5), m(30), 4), allowed(m(31), m(31.5), m(31), 3))...),
 			policyChange(bucket.DefaultTierName, m(10), m(20), 7, "1"))},
@@ -157,16 +161,18 @@ func TestOverAdmission(t *testing.T) {
 	})
 
 	res := OverAdmission(hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...), params())
-	// The whole span [0, 24.5ms]: bound 5 + 0.0245.
-	assert.InDelta(t, 4.9755, res.Summary["worst_excess_tokens"], 1e-9)
-	assert.InDelta(t, 10/5.0245, res.Summary["worst_ratio"], 1e-9)
+	// The stamps span [0.25ms, 24.25ms]: bound 5 + 0.024.
+	assert.InDelta(t, 4.976, res.Summary["worst_excess_tokens"], 1e-9)
+	assert.InDelta(t, 10/5.024, res.Summary["worst_ratio"], 1e-9)
 	assert.Equal(t, 1, res.Summary["violating_keys"])
 
 	info := OverAdmission(withInfo(hist(burst(0, 5, "n1")...), unknown(m(10), m(11)), unknown(m(12), m(13))), params())
+	assert.False(t, info.Valid, "counted as admitted, the unknown operations exceed the bound")
 	assert.Equal(t, int64(5), info.Summary["admitted_tokens"])
-	assert.Equal(t, int64(2), info.Summary["info_tokens"])
-	assert.Equal(t, 1, info.Summary["keys_over_with_info"], "counted as admitted, the info ops would exceed the bound")
-	assert.Greater(t, info.Summary["worst_excess_with_info_tokens"], 1.9)
+	assert.Equal(t, int64(2), info.Summary["unknown_tokens"])
+	assert.Equal(t, 1, info.Summary["violating_keys_only_with_unknown"])
+	assert.InDelta(t, 5/5.004, info.Summary["worst_ratio_definite"], 1e-9)
+	assert.Greater(t, info.Summary["worst_excess_tokens"], 1.9)
 }
 
 func TestPolicyChanges(t *testing.T) {

@@ -199,6 +199,14 @@ func TestRandomHistoriesPass(t *testing.T) {
 		h := simulate(rng, cfg)
 		p := Params{Default: cfg.pol, Timeout: 20 * time.Second}
 		for _, res := range CheckAll(h, p) {
+			if res.Name == "over-admission" && !res.Valid {
+				// A tenth of the operations stay unknown, and counted as
+				// admitted they may exceed the bound; the definite ones
+				// alone never may.
+				assert.Equal(t, res.Summary["violating_keys"], res.Summary["violating_keys_only_with_unknown"],
+					"seed %d (%+v): %s", seed, cfg, strings.Join(res.Failures, "\n"))
+				continue
+			}
 			assert.True(t, res.Valid, "seed %d (%+v): %s: %s", seed, cfg, res.Name, strings.Join(res.Failures, "\n"))
 		}
 	}
