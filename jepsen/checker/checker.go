@@ -58,6 +58,10 @@ type Params struct {
 	// History.ClockOffsets entry. OverAdmission itself counts in group time
 	// and needs no ε.
 	Skew time.Duration
+	// AccountKeys are the keys Accounting checks: each must stay under one
+	// policy with rate 0 for the whole run, and the history must end with
+	// a read of its balance.
+	AccountKeys []string
 	// MaxRecovery is the longest a key may take, after the last fault is
 	// healed, to get an ok answer. Zero: DefaultMaxRecovery. Negative: no
 	// limit.
@@ -85,8 +89,8 @@ type Result struct {
 }
 
 // CheckAll runs every checker: history well-formedness, linearizability,
-// duplicates, stamps, over-admission, policy and availability, in that
-// order.
+// duplicates, stamps, over-admission, accounting, policy and availability,
+// in that order.
 func CheckAll(h history.History, p Params) []Result {
 	return []Result{
 		WellFormed(h, p),
@@ -94,6 +98,7 @@ func CheckAll(h history.History, p Params) []Result {
 		Duplicates(h, p),
 		Stamps(h, p),
 		OverAdmission(h, p),
+		Accounting(h, p),
 		PolicyChanges(h, p),
 		Availability(h, p),
 	}
