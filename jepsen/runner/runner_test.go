@@ -44,7 +44,7 @@ func smokeConfig(t *testing.T, seed uint64) Config {
 		Workers: 8, HotKeys: 2, ColdKeys: 50, HotCapacity: 20, HotRate: "10",
 		// A prefix of this process's own, so that concurrent test runs on
 		// one machine never clean up each other's namespaces.
-		PolicyChanges: true, UseNetns: true, Prefix: fmt.Sprintf("qs%d", os.Getpid()%100000), Repo: repoRoot(t),
+		PolicyChanges: true, AccountKeys: 2, UseNetns: true, Prefix: fmt.Sprintf("qs%d", os.Getpid()%100000), Repo: repoRoot(t),
 		Logger: slog.New(slog.DiscardHandler),
 	}
 }
@@ -74,6 +74,7 @@ func TestSmoke(t *testing.T) {
 	}
 	assert.Greater(t, s.OK, 1000, "the workload made progress")
 	assert.Greater(t, s.Faults, 2, "faults were injected")
+	assert.Equal(t, 2, result(t, s, "accounting").Summary["keys"], "both accounting keys were read and checked")
 	assert.FileExists(t, filepath.Join(s.Dir, "summary.json"))
 	assert.FileExists(t, filepath.Join(s.Dir, "history", "ops.jsonl"))
 }
