@@ -72,9 +72,12 @@ type Config struct {
 	PolicyChanges bool
 	// AccountKeys is how many accounting keys the workload uses (0: none).
 	AccountKeys int
-	UseNetns    bool
-	Prefix      string
-	Logger      *slog.Logger
+	// Ambiguous503 is passed to the workload (see workload.Config): 503
+	// codes recorded as unknown outcomes rather than "nothing decided".
+	Ambiguous503 []string
+	UseNetns     bool
+	Prefix       string
+	Logger       *slog.Logger
 	// Repo is the module root to build from.
 	Repo string
 }
@@ -221,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
 		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
-		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction,
+		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction, Ambiguous503: cfg.Ambiguous503,
 		OpTimeout: time.Second, RetryFor: 20 * time.Second,
 		Duration: cfg.Duration, MaxOps: 2_000_000, Think: 2 * time.Millisecond,
 	}
@@ -333,6 +336,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
 			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
 			"account_keys": fmt.Sprint(cfg.AccountKeys), "account_capacity": fmt.Sprint(AccountCapacity),
+			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","),
 		},
 	}
 	for _, e := range c.Events() {

@@ -69,6 +69,12 @@ type Config struct {
 	// sees exactly what the server did with requests it cannot deduplicate.
 	AccountKeys     int
 	AccountFraction float64
+	// Ambiguous503 are 503 codes to record as info although the server's
+	// contract says they mean "nothing was decided": for a server known to
+	// answer them in ambiguous cases (before it had outcome_unknown).
+	// Empty (the default): the contract is taken at its word, and a
+	// checker catches every such answer that was in fact applied.
+	Ambiguous503 []string
 	// Now is the harness clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -277,6 +283,9 @@ func send(ctx context.Context, cfg Config, op history.Op) history.Op {
 		op.Error = "decode"
 	}
 	op.Outcome = Classify(resp.StatusCode, op.Error, decoded)
+	if resp.StatusCode == http.StatusServiceUnavailable && slices.Contains(cfg.Ambiguous503, op.Error) {
+		op.Outcome = history.OutcomeInfo
+	}
 	if op.Outcome == history.OutcomeOK {
 		op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp, op.Duplicate = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp, a.Duplicate
 	}

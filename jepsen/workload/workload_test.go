@@ -198,9 +198,38 @@ func TestTransportErrors(t *testing.T) {
 // server called unapplied. Folded into one operation (the old workload),
 // the lie vanished into an ok decision.
 func TestEveryAttemptIsRecorded(t *testing.T) {
+	cfg := config(startNodeWith(t, lying()))
+	cfg.MaxOps = 60
+	ops := Run(context.Background(), cfg)
+	lies := 0
+	for i, op := range ops {
+		if op.Outcome == history.OutcomeFail {
+			lies++
+			assert.Equal(t, 503, op.Status, "op %d", i)
+			assert.Equal(t, "unavailable", op.Error)
+		}
+	}
+	require.Positive(t, lies, "the planted bug lied")
+	res := checker.Duplicates(history.History{Ops: ops}, checker.Params{})
+	assert.False(t, res.Valid, "every lie is an applied request the server said was not")
+	assert.Equal(t, lies, res.Summary["orphaned"])
+
+	// Told that the server answers unavailable ambiguously, the workload
+	// records those answers as unknown, and the duplicates resolve them.
+	cfg = config(startNodeWith(t, lying()))
+	cfg.MaxOps, cfg.Ambiguous503 = 60, []string{"unavailable"}
+	ops = Run(context.Background(), cfg)
+	res = checker.Duplicates(history.History{Ops: ops}, checker.Params{})
+	assert.True(t, res.Valid, res.Failures)
+	assert.Positive(t, res.Summary["resolved_info"])
+}
+
+// lying returns a planted bug for startNodeWith: the first attempt of every
+// request whose id ends in 3 is applied and answered 503 unavailable.
+func lying() func(http.Handler) http.Handler {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	lying := func(next http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -222,21 +251,6 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"no leader"}}`)
 		})
 	}
-	cfg := config(startNodeWith(t, lying))
-	cfg.MaxOps = 60
-	ops := Run(context.Background(), cfg)
-	lies := 0
-	for i, op := range ops {
-		if op.Outcome == history.OutcomeFail {
-			lies++
-			assert.Equal(t, 503, op.Status, "op %d", i)
-			assert.Equal(t, "unavailable", op.Error)
-		}
-	}
-	require.Positive(t, lies, "the planted bug lied")
-	res := checker.Duplicates(history.History{Ops: ops}, checker.Params{})
-	assert.False(t, res.Valid, "every lie is an applied request the server said was not")
-	assert.Equal(t, lies, res.Summary["orphaned"])
 }
 
 func TestRepeatsAndAccountKeys(t *testing.T) {
