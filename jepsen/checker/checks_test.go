@@ -241,6 +241,9 @@ func TestAvailability(t *testing.T) {
 		{name: "recovers too slowly", p: &strict, failure: "longer than 100ms", h: nemesis(hist(
 			allowed(0, msec, 0, 4), failed(1001*msec, 1100*msec), allowed(1200*msec, 1300*msec, 1250*msec, 3),
 		), 5*msec, 1000*msec)},
+		{name: "a key first asked about long after the heal", p: &strict, valid: true, h: nemesis(hist(
+			allowed(0, msec, 0, 4), allowed(5000*msec, 5010*msec, 5005*msec, 3),
+		), 5*msec, 1000*msec)},
 		{name: "never recovers", failure: "no ok answer after the last heal", h: nemesis(hist(
 			allowed(0, msec, 0, 4), failed(1001*msec, 1100*msec), failed(1200*msec, 1300*msec),
 		), 5*msec, 1000*msec)},
@@ -253,7 +256,7 @@ func TestAvailability(t *testing.T) {
 	assert.Equal(t, 2, res.Summary["ops_during_faults"])
 	assert.Equal(t, 0.5, res.Summary["availability_during_faults"])
 	assert.Equal(t, 1.0, res.Summary["availability_outside_faults"])
-	assert.Equal(t, 20.0, res.Summary["recovery_max_ms"])
+	assert.Equal(t, 10.0, res.Summary["recovery_max_ms"], "from the key's first request after the heal")
 	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
 }
 
