@@ -84,9 +84,13 @@ bench-peers: ## In-memory ceiling vs quorate on 1 node (each log store) and 3, o
 bench-cluster: bench-peers ## Alias of bench-peers, which also compares 1 node with 3.
 
 .PHONY: jepsen
-jepsen: ## Full fault suite: every nemesis mix on 3 and 5 nodes, then the negative control (root; ~15 min; SEED=n replays).
+jepsen: ## Full fault suite: every nemesis mix on 3 and 5 nodes, then the negative control (root; ~18 min; SEED=n replays).
 	$(GO) run ./jepsen/cmd/jepsen -mix full $(if $(SEED),-seed $(SEED))
 	$(GO) run ./jepsen/cmd/jepsen -mix smoke -unsafe $(if $(SEED),-seed $(SEED))
+
+.PHONY: jepsen-soak
+jepsen-soak: ## SOAK seeds (default 3) of every mix, 25 s each, then one table of violations, worst ratios and unknown rates (root; ~5 min a seed).
+	$(GO) run ./jepsen/cmd/jepsen -soak $(or $(SOAK),3) $(if $(SEED),-seed $(SEED))
 
 .PHONY: jepsen-smoke
 jepsen-smoke: ## One short fault run: 3 nodes, kill + partition + clock (root; about a minute).

@@ -9,9 +9,11 @@ import (
 // Availability measures, over allow and read ops, the fraction that got an
 // ok answer among those invoked during a fault (inside some nemesis
 // interval) and among the others, and how long each key took to recover
-// after the last fault was healed: the time from the last nemesis stop to
-// the first ok answer completed after it. A key that had ops after the heal
-// but no ok answer after it has not recovered.
+// after the last fault was healed: the time from the last nemesis stop, or
+// from the key's first request after it if that came later (a key nobody
+// asked about for a while was not unavailable), to the first ok answer
+// completed after it. A key that had ops after the heal but no ok answer
+// after it has not recovered.
 //
 // It fails if a key did not recover, or took longer than
 // Params.MaxRecovery. Availability during faults is reported, not judged:
@@ -39,6 +41,7 @@ func Availability(h history.History, p Params) Result {
 	type rec struct {
 		tried     bool
 		recovered bool
+		since     int64 // invoke of the first op still running at or invoked after the heal
 		at        int64 // first ok completion after the heal
 	}
 	recs := map[string]*rec{}
@@ -68,6 +71,9 @@ func Availability(h history.History, p Params) Result {
 			recs[op.Key] = k
 		}
 		if op.Invoke >= lastHeal || op.Complete >= lastHeal {
+			if !k.tried || op.Invoke < k.since {
+				k.since = op.Invoke
+			}
 			k.tried = true
 		}
 		if ok && op.Complete >= lastHeal && (!k.recovered || op.Complete < k.at) {
@@ -80,7 +86,7 @@ func Availability(h history.History, p Params) Result {
 		k := recs[key]
 		switch {
 		case k.recovered:
-			d := k.at - lastHeal
+			d := k.at - max(lastHeal, k.since)
 			times = append(times, d)
 			if limit > 0 && d > limit {
 				r.fail("key %q: first ok answer %s after the last heal at %s, longer than %s", key, dur(d), c.at(lastHeal), dur(limit))

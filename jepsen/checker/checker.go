@@ -1,7 +1,7 @@
 // Package checker judges a recorded fault-suite history (jepsen/history)
 // against quorate's contract: linearizable decisions (checked with
 // porcupine against the exact token-bucket model), idempotent retries,
-// plausible decision stamps, the over-admission bound C + r·(W + ε), policy
+// plausible decision stamps, the over-admission bound C + r·W in group time, policy
 // changes and tier assignments that stay in force once acknowledged, and
 // availability under faults.
 //
@@ -52,12 +52,16 @@ type Params struct {
 	// ClockSlack bounds |node clock - harness clock| for the stamp checks.
 	// Zero: the largest History.ClockOffsets entry. Negative: zero.
 	ClockSlack time.Duration
-	// Skew is ε of the over-admission bound: the largest difference between
-	// the clocks of two leaders (or of one leader before and after a clock
-	// change). Zero: twice the largest History.ClockOffsets entry, the
-	// largest difference two clocks each within ±offset of real time can
-	// have. Negative: zero.
+	// Skew is ε of the real-time form of the over-admission bound,
+	// C + r·(T + ε), which the runner's plots draw: the largest difference
+	// between the clocks of two leaders. Zero: twice the largest
+	// History.ClockOffsets entry. OverAdmission itself counts in group time
+	// and needs no ε.
 	Skew time.Duration
+	// AccountKeys are the keys Accounting checks: each must stay under one
+	// policy with rate 0 for the whole run, and the history must end with
+	// a read of its balance.
+	AccountKeys []string
 	// MaxRecovery is the longest a key may take, after the last fault is
 	// healed, to get an ok answer. Zero: DefaultMaxRecovery. Negative: no
 	// limit.
@@ -85,8 +89,8 @@ type Result struct {
 }
 
 // CheckAll runs every checker: history well-formedness, linearizability,
-// duplicates, stamps, over-admission, policy and availability, in that
-// order.
+// duplicates, stamps, over-admission, accounting, policy and availability,
+// in that order.
 func CheckAll(h history.History, p Params) []Result {
 	return []Result{
 		WellFormed(h, p),
@@ -94,6 +98,7 @@ func CheckAll(h history.History, p Params) []Result {
 		Duplicates(h, p),
 		Stamps(h, p),
 		OverAdmission(h, p),
+		Accounting(h, p),
 		PolicyChanges(h, p),
 		Availability(h, p),
 	}
@@ -202,7 +207,7 @@ func dur(ns int64) string { return time.Duration(ns).String() }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
-// clockSlack and skew resolve the Params clock bounds against h.
+// clockSlack resolves Params.ClockSlack against h.
 func (p Params) clockSlack(h history.History) int64 {
 	switch {
 	case p.ClockSlack < 0:
@@ -211,16 +216,6 @@ func (p Params) clockSlack(h history.History) int64 {
 		return int64(p.ClockSlack)
 	}
 	return maxOffset(h)
-}
-
-func (p Params) skew(h history.History) int64 {
-	switch {
-	case p.Skew < 0:
-		return 0
-	case p.Skew > 0:
-		return int64(p.Skew)
-	}
-	return 2 * maxOffset(h)
 }
 
 func maxOffset(h history.History) int64 {

@@ -2,13 +2,14 @@ package checker
 
 import "github.com/quorate/quorate/jepsen/history"
 
-// Duplicates checks request-id idempotency: an answer marked duplicate must
-// repeat the original decision for the same key and request id exactly
-// (allowed, remaining, limit, stamp, cost), a request id must never be
-// decided twice (two ok answers that are not duplicates), and a duplicate
-// answer must have an original attempt that may have been applied (not only
-// fail attempts, or none at all). Duplicates that resolve an info attempt
-// are counted as resolved.
+// Duplicates checks request-id idempotency over the raw attempts: an
+// answer marked duplicate must repeat the original decision for the same
+// key and request id exactly (allowed, remaining, limit, stamp, cost), a
+// request id must never be decided twice (two ok answers that are not
+// duplicates), and a duplicate answer must have an original attempt that
+// may have been applied: if every other attempt failed (a 4xx, or a 503
+// whose code says nothing was decided), the server broke its word on one
+// of them. Duplicates that resolve an info attempt are counted as resolved.
 func Duplicates(h history.History, p Params) Result {
 	r := newReport("duplicates", p)
 	c := newClock(h)
@@ -22,7 +23,7 @@ func Duplicates(h history.History, p Params) Result {
 		case "mismatch":
 			r.fail("key %q: duplicate answer %s differs from the original decision %s", is.key, describe(c, is.op), describe(c, is.orig))
 		default:
-			r.fail("key %q: duplicate answer %s, but no attempt of the request may have been applied", is.key, describe(c, is.op))
+			r.fail("key %q: duplicate answer %s, but every other attempt of the request was answered \"nothing decided\"", is.key, describe(c, is.op))
 		}
 	}
 	dups := 0

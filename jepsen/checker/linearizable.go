@@ -65,6 +65,7 @@ func Linearizable(h history.History, p Params) Result {
 		ops      []porcupine.Operation
 	}
 	outs := make([]outcome, len(prep.keys))
+	var stats ModelStats
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(prep.keys), 1)) {
@@ -78,7 +79,7 @@ func Linearizable(h history.History, p Params) Result {
 				for _, t := range kp.tiers.all() {
 					initial = append(initial, kp.timelines[t].initial)
 				}
-				model := bucketModel(initial...)
+				model := bucketModel(&stats, initial...)
 				ops := keyOperations(kh, kp, h, slack)
 				if y, z, ok := tighten(ops); !ok {
 					outs[i] = outcome{res: porcupine.Illegal, model: model, ops: ops,
@@ -154,6 +155,7 @@ func Linearizable(h history.History, p Params) Result {
 	r.set("info_ops", infos)
 	r.set("policy_ops", changes)
 	r.set("assignment_ops", moves)
+	stats.report(r)
 	r.set("illegal_keys", illegal)
 	r.set("undecided_keys", unknown)
 	res := r.result()

@@ -54,9 +54,9 @@ import (
 // Because the leader forgets full buckets, a bucket that may have been full
 // since a policy change may also restart full at the new capacity: a second
 // possibility. A pending op that may have been applied in a gap with a
-// policy change leaves the balance only bounded by [0, capacity]: applied
-// before the change, even a denial refilled the time up to it at the old
-// rate.
+// policy change leaves the balance only bounded by the extremes of the
+// policies in force in the gap (see spans): applied before the change, even
+// a denial refilled the time up to it at the old rate.
 //
 // Tier assignments are operations too, spanning [invoke, ack] the same way.
 // The state keeps the key's current tier and the current policy of every
@@ -76,8 +76,10 @@ import (
 // mostly downwards: the top of a hull is the top of some real possibility,
 // so a balance lower than possible (an under-admission, harmless for a rate
 // limiter) may be accepted, a higher one not. Pending ops settled across a
-// policy change, and a bucket that may have been forgotten, are only bounded
-// by [0, capacity] and [capacity - pending, capacity].
+// policy change are bounded by the gap's extreme rates and capacities, a
+// bucket that may have been forgotten by [capacity - pending, capacity], and
+// more than maxPendingSum pending tokens only by [0, capacity]; ModelStats
+// counts how often each of these is used.
 
 const noStamp = math.MinInt64
 
@@ -129,56 +131,18 @@ type bstate struct {
 	// pols the current policy of each of those tiers (encodePolicies).
 	tier int
 	pols string
-	// changed: a policy change was applied since last; gapRate is the
-	// largest rate in force since last; reclaim: the bucket may have been
-	// full under a policy in force since last and been forgotten.
+	// changed: a policy change was applied since last; gap bounds the
+	// policies in force since last; reclaim: the bucket may have been full
+	// under a policy in force since last and been forgotten.
 	changed, reclaim bool
-	gapRate          int64
-}
-
-// pending is n info ops that may still be applied: cost tokens each, at a
-// group time no earlier than earliest.
-type pending struct {
-	earliest, cost int64
-	n              int
-}
-
-// encodePending renders a multiset of pending ops canonically (runs of
-// equal ops, sorted), so that states compare with ==.
-func encodePending(ps []pending) string {
-	slices.SortFunc(ps, func(a, b pending) int {
-		return cmp.Or(cmp.Compare(a.earliest, b.earliest), cmp.Compare(a.cost, b.cost))
-	})
-	b := make([]byte, 0, 24*len(ps))
-	for i := 0; i < len(ps); {
-		run := ps[i]
-		for i++; i < len(ps) && ps[i].earliest == run.earliest && ps[i].cost == run.cost; i++ {
-			run.n += ps[i].n
-		}
-		if run.n == 0 {
-			continue
-		}
-		b = binary.BigEndian.AppendUint64(b, uint64(run.earliest))
-		b = binary.BigEndian.AppendUint64(b, uint64(run.cost))
-		b = binary.BigEndian.AppendUint64(b, uint64(run.n))
-	}
-	return string(b)
-}
-
-func decodePending(s string) []pending {
-	ps := make([]pending, len(s)/24)
-	for i := range ps {
-		r := []byte(s[24*i : 24*i+24])
-		ps[i] = pending{earliest: int64(binary.BigEndian.Uint64(r)), cost: int64(binary.BigEndian.Uint64(r[8:])), n: int(binary.BigEndian.Uint64(r[16:]))}
-	}
-	return ps
+	gap              gap
 }
 
 // span is an interval of possible balances.
 type span struct{ lo, hi amount }
 
 func initialState(pols []bucket.Policy) bstate {
-	return bstate{last: noStamp, pol: pols[0], gapRate: pols[0].Rate, pols: encodePolicies(pols)}
+	return bstate{last: noStamp, pol: pols[0], gap: gapOf(pols[0]), pols: encodePolicies(pols)}
 }
 
 // encodePolicies renders the policies of a key's tiers, in tier order.
@@ -211,7 +175,7 @@ func (s bstate) switchTo(pol bucket.Policy, latest int64) bstate {
 	applied := s
 	applied.pol = pol
 	applied.changed = true
-	applied.gapRate = max(s.gapRate, pol.Rate)
+	applied.gap = s.gap.with(pol)
 	// The outgoing policy was in force until the change, no later than
 	// latest: the bucket may have filled up under it.
 	applied.reclaim = s.reclaim || (s.last != noStamp && s.mayFill(s.pol, latest))
@@ -224,7 +188,7 @@ func (s bstate) switchTo(pol bucket.Policy, latest int64) bstate {
 // decision: refilled under the current policy and clamped to its capacity.
 // eligible says whether any pending op may have been applied by t. It
 // returns nothing if t is before the last decision.
-func (s bstate) spans(t, settle, from int64, eligible bool) []span {
+func (s bstate) spans(t, settle, from int64, eligible bool, fb *fallbacks) []span {
 	if s.last != noStamp && t < s.last {
 		return nil
 	}
@@ -233,12 +197,32 @@ func (s bstate) spans(t, settle, from int64, eligible bool) []span {
 	var out []span
 	switch {
 	case eligible && s.changed:
-		// A pending op applied before the change was decided under an
-		// older policy: allowed, it took tokens; even denied, it refilled
-		// the time up to it at the old rate. Keep only what is certain.
-		if s.last == noStamp || s.hi.add(refillOf(t-s.last, s.gapRate)).cmp(taken) >= 0 {
-			out = append(out, span{lo: amount{}, hi: capacity})
+		// Pending ops settled in a gap with a policy change were decided
+		// under whichever policy was in force then (allowed, they took
+		// tokens; even denied, they refilled the time up to them at that
+		// policy's rate). Every decision of the gap refilled the time since
+		// the one before at the rate of a policy of the gap and clamped to
+		// its capacity, and the settled ones took settle tokens in all. So
+		// the balance is at most hi + maxRate·elapsed - settle (a cap only
+		// removes tokens) and at least min(minCap, lo + minRate·elapsed) -
+		// settle (each step min(C, b + r·dt) - x keeps that bound), then
+		// clamped to the current capacity. A new key started full at the
+		// capacity of some policy of the gap.
+		fb.across = true
+		lo, hi, start := s.lo, s.hi, s.last
+		if s.last == noStamp {
+			lo, hi, start = tokens(s.gap.minCap), tokens(s.gap.maxCap), from
 		}
+		top := hi.add(refillOf(t-start, s.gap.maxRate))
+		if top.cmp(taken) < 0 {
+			break
+		}
+		sp := span{
+			lo: maxAmount(amount{}, minAmount(tokens(s.gap.minCap), lo.add(refillOf(t-start, s.gap.minRate))).sub(taken)),
+			hi: minAmount(capacity, top.sub(taken)),
+		}
+		fb.wide = fb.wide || (sp.lo == amount{} && sp.hi == capacity)
+		out = append(out, sp)
 	case s.last == noStamp && settle == 0:
 		out = append(out, span{lo: capacity, hi: capacity})
 	default:
@@ -263,6 +247,7 @@ func (s bstate) spans(t, settle, from int64, eligible bool) []span {
 	if s.changed && s.last != noStamp && (s.reclaim || s.mayFill(s.pol, t)) {
 		// It may have been full since the change and been forgotten: it
 		// starts again full at the current capacity.
+		fb.reclaim = true
 		out = append(out, span{lo: maxAmount(amount{}, capacity.sub(taken)), hi: capacity})
 	}
 	return out
@@ -283,9 +268,10 @@ func (s bstate) mayFill(pol bucket.Policy, t int64) bool {
 // total, and returns the totals for which some span matched. match also
 // returns the lowest top of a span that could match: a larger total only
 // lowers the balance, so the search stops once no span reaches it.
-func (s bstate) outcomes(t int64, st settlement, match func(sp span) (need amount, ok bool)) []int64 {
+func (s bstate) outcomes(t int64, st settlement, fb *fallbacks, match func(sp span) (need amount, ok bool)) []int64 {
 	if st.total > maxPendingSum {
 		// Too many pending tokens to track: anything from empty to full.
+		fb.overflow, fb.wide = true, true
 		if _, ok := match(span{lo: amount{}, hi: tokens(s.pol.Capacity)}); ok {
 			return []int64{0}
 		}
@@ -297,7 +283,7 @@ func (s bstate) outcomes(t int64, st settlement, match func(sp span) (need amoun
 		if !reachable.has(p) {
 			continue
 		}
-		spans := s.spans(t, p, st.from, st.total > 0)
+		spans := s.spans(t, p, st.from, st.total > 0, fb)
 		if len(spans) == 0 && p > 0 {
 			break // not even the highest balance covers p
 		}
@@ -321,7 +307,7 @@ func (s bstate) outcomes(t int64, st settlement, match func(sp span) (need amoun
 
 // next returns the states after in (one per way it can happen), or none if
 // in cannot happen in s.
-func (s bstate) next(in step) []bstate {
+func (s bstate) next(in step, fb *fallbacks) []bstate {
 	switch in.kind {
 	case stepPolicy:
 		// A change of a tier the key is not in only matters once the key
@@ -353,7 +339,7 @@ func (s bstate) next(in step) []bstate {
 			return nil
 		}
 		need := tokens(in.remaining)
-		feasible := s.outcomes(in.stamp, s.settlement(in.stamp), func(sp span) (amount, bool) {
+		feasible := s.outcomes(in.stamp, s.settlement(in.stamp), fb, func(sp span) (amount, bool) {
 			_, ok := observe(sp, in.remaining)
 			return need, ok
 		})
@@ -382,7 +368,7 @@ func (s bstate) next(in step) []bstate {
 	var hull span
 	found := false
 	st := s.settlement(in.stamp)
-	feasible := s.outcomes(in.stamp, st, func(sp span) (amount, bool) {
+	feasible := s.outcomes(in.stamp, st, fb, func(sp span) (amount, bool) {
 		if in.allowed {
 			if sp.hi.cmp(cost) < 0 {
 				return need, false
@@ -408,7 +394,7 @@ func (s bstate) next(in step) []bstate {
 	if len(feasible) == 0 {
 		return nil
 	}
-	return []bstate{{lo: hull.lo, hi: hull.hi, last: in.stamp, pend: st.rest(feasible), pol: s.pol, gapRate: s.pol.Rate, tier: s.tier, pols: s.pols}}
+	return []bstate{{lo: hull.lo, hi: hull.hi, last: in.stamp, pend: st.rest(feasible), pol: s.pol, gap: gapOf(s.pol), tier: s.tier, pols: s.pols}}
 }
 
 // observe intersects sp with the balances whose whole tokens, rounded down,
@@ -422,7 +408,7 @@ func observe(sp span, remaining int64) (span, bool) {
 // mergeable reports whether a and b differ only in their balances and
 // pending ops.
 func mergeable(a, b bstate) bool {
-	return a.last == b.last && a.pol == b.pol && a.tier == b.tier && a.pols == b.pols && a.changed == b.changed && a.reclaim == b.reclaim && a.gapRate == b.gapRate
+	return a.last == b.last && a.pol == b.pol && a.tier == b.tier && a.pols == b.pols && a.changed == b.changed && a.reclaim == b.reclaim && a.gap == b.gap
 }
 
 // merge returns one state that allows everything a or b does: the hull of
@@ -474,7 +460,8 @@ func compareStates(a, b bstate) int {
 		strings.Compare(a.pend, b.pend),
 		cmp.Compare(a.pol.Capacity, b.pol.Capacity), cmp.Compare(a.pol.Rate, b.pol.Rate),
 		cmp.Compare(boolBit(a.changed), boolBit(b.changed)), cmp.Compare(boolBit(a.reclaim), boolBit(b.reclaim)),
-		cmp.Compare(a.gapRate, b.gapRate),
+		cmp.Compare(a.gap.minRate, b.gap.minRate), cmp.Compare(a.gap.maxRate, b.gap.maxRate),
+		cmp.Compare(a.gap.minCap, b.gap.minCap), cmp.Compare(a.gap.maxCap, b.gap.maxCap),
 		cmp.Compare(a.tier, b.tier), strings.Compare(a.pols, b.pols),
 	)
 }
@@ -533,15 +520,18 @@ var hashSeed = maphash.MakeSeed()
 
 // bucketModel is the porcupine model of one key whose tiers' policies
 // start as initial (initial[0] is the key's initial tier; an assignment's
-// step.tier and a policy change's step.tier index initial).
-func bucketModel(initial ...bucket.Policy) porcupine.Model {
+// step.tier and a policy change's step.tier index initial). It counts the
+// steps it takes, and its fallbacks, in stats (which may be nil).
+func bucketModel(stats *ModelStats, initial ...bucket.Policy) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return stateSet{initialState(initial)} },
 		Step: func(state, input, _ any) (bool, any) {
 			var all []bstate
+			var fb fallbacks
 			for _, s := range state.(stateSet) {
-				all = append(all, s.next(input.(step))...)
+				all = append(all, s.next(input.(step), &fb)...)
 			}
+			stats.record(input.(step), fb)
 			if len(all) == 0 {
 				return false, nil
 			}

@@ -2,42 +2,43 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/jepsen/history"
 )
 
-// OverAdmission checks DESIGN §3's bound: over any real-time window of
-// length W, one key is admitted at most C + r·(W + ε) tokens, with C and r
-// the largest capacity and rate that may be in force during the window and
-// ε = Params.Skew. A key whose tier changes (History.Assignments) may be
-// under the policy of any tier it may be in during the window: C and r are
-// the largest over all of them (the argument below holds for any sequence
-// of policies, since a new policy clamps to its own capacity and adds no
-// tokens). Why it holds for a correct cluster: the balance before
-// the first decision inside a window is at most C (raising a capacity adds
-// nothing; a forgotten bucket restarts at most full), and every later one
-// refills at most r × the group time elapsed since the previous decision;
-// group time moves at most W + ε while real time moves W, since every stamp
-// is its leader's clock (or an earlier stamp) and leaders' clocks differ by
-// at most ε.
+// OverAdmission checks ARCHITECTURE §3's bound in the group time the
+// decisions carry: for one key, the tokens admitted by decisions whose
+// stamps lie in a window of length W are at most C + r·W, with C and r the
+// largest capacity and rate that may be in force during the window. A key
+// whose tier changes (History.Assignments) may be under the policy of any
+// tier it may be in: C and r are the largest over all of them.
 //
-// Window edges: an admission is counted in a window only if its whole
-// [Invoke, Complete] lies inside it, because only then is its decision
-// certainly inside (counting ops that merely overlap would blame a window
-// for decisions made outside it and raise false alarms). Every window that
-// matters is then [Invoke of one admitted op, Complete of another], and all
-// of them are checked, which covers every W at once, the whole run
-// included; O(n²) in the key's admitted ops.
+// Why it holds for a correct cluster: the group applies a key's decisions
+// in log order with non-decreasing group times (the stamps the API
+// returns); the balance at the first decision of the window is at most C,
+// and each later one refills at most r × the group time since the previous
+// one (caps and clamps only remove tokens; raising a capacity adds none).
+// The real-time form C + r·(T + Δ) of the README follows, since every
+// stamp is its leader's clock (or an earlier stamp) and those clocks are
+// within the injected offsets of real time; in group time no ε is needed.
 //
-// Info ops: the verdict counts only definite admissions (ok and allowed,
-// including info ops a duplicate answer resolved as allowed), so it never
-// fails on an op that was not applied. The same scan is reported counting
-// every unresolved info op as admitted within its recorded interval, as an
-// upper estimate ("with_info"); it is not a verdict, since an info op may
-// not have been applied at all (or may have been applied after the harness
-// gave up on it).
+// Each admission is counted at its stamp, a point, however long its
+// operation took (retried across a failover, say): the Stamps checker has
+// already checked each stamp against its operation's real-time interval,
+// widened by the injected offsets, so a server cannot move its decisions
+// around without failing there. An operation whose outcome stays unknown
+// counts as admitted: it may have been applied, and its group time lies in
+// [Invoke - slack, Complete + slack] over its attempts (it was stamped
+// while one of its attempts was in flight, and group time never runs ahead
+// of the clock of the leader that stamps), so it counts in every window
+// that holds that whole interval. Every window that matters runs from the
+// earliest point of one item to the latest of another, and all of them are
+// checked (O(n²) in the key's admissions), which covers every W at once.
+// The same scan over definite admissions alone is reported as well
+// ("definite"), so a failure caused only by unknown outcomes shows as such.
 func OverAdmission(h history.History, p Params) Result {
 	r := newReport("over-admission", p)
 	c := newClock(h)
@@ -45,86 +46,97 @@ func OverAdmission(h history.History, p Params) Result {
 		r.fail("params: default policy: %v", err)
 		return r.result()
 	}
-	skew := p.skew(h)
+	slack := p.clockSlack(h)
 	prep := prepare(h, p)
 	timelines := map[string]timeline{}
 	var (
-		admitted, possible             int64
-		worst, worstInfo               window
-		worstRatio, worstRatioInfo     float64
-		violating, overWithInfo        int
-		wholeRatio                     float64
-		haveWorst, haveWorstInfo, have bool
+		admitted, possible        int64
+		worst                     window
+		worstRatio, worstDefinite float64
+		violating, onlyUnknown    int
+		wholeRatio                float64
+		haveWorst, have           bool
 	)
 	for _, kh := range prep.keys {
 		kp := p.policiesOf(h, kh, timelines)
-		var definite, withInfo []item
+		var definite, all []item
 		for _, d := range kh.decisions {
 			if d.op.Allowed && d.op.Cost > 0 {
-				definite = append(definite, item{from: d.op.Invoke, to: d.op.Complete, cost: d.op.Cost})
+				definite = append(definite, item{from: d.op.Stamp, to: d.op.Stamp, cost: d.op.Cost})
 				admitted += d.op.Cost
 			}
 		}
-		withInfo = slices.Clone(definite)
+		all = slices.Clone(definite)
 		for _, d := range kh.unknown {
 			if d.op.Cost > 0 {
-				withInfo = append(withInfo, item{from: d.op.Invoke, to: d.op.Complete, cost: d.op.Cost})
+				all = append(all, item{from: d.op.Invoke - slack, to: d.op.Complete + slack, cost: d.op.Cost, unknown: true})
 				possible += d.op.Cost
 			}
 		}
-		if len(definite) > 0 {
-			s := scanWindows(definite, kp, skew)
-			if s.over {
-				violating++
-				w := s.worst
-				r.fail("key %q (tier %q): %d tokens admitted in [%s, %s] (%s), bound %s = C %d + r %s/s × (%s + ε %s); excess %s",
-					kh.key, kh.tier, w.admitted, c.at(w.from), c.at(w.to), dur(w.to-w.from), w.bound,
-					w.capacity, bucket.FormatRate(w.rate), dur(w.to-w.from), dur(skew), w.excess())
-			}
-			if !haveWorst || s.worst.excessF > worst.excessF {
-				worst, haveWorst = s.worst, true
-			}
-			worstRatio = max(worstRatio, s.ratio)
-			if !have || s.whole.ratio() > wholeRatio {
-				wholeRatio, have = s.whole.ratio(), true
-			}
+		if len(all) == 0 {
+			continue
 		}
-		if len(withInfo) > len(definite) {
-			s := scanWindows(withInfo, kp, skew)
-			if s.over {
-				overWithInfo++
+		s := scanWindows(all, kp, slack)
+		if s.over {
+			violating++
+			w := s.worst
+			why := ""
+			if w.unknown > 0 {
+				why = fmt.Sprintf(" (%d of them unknown, counted as admitted)", w.unknown)
 			}
-			if !haveWorstInfo || s.worst.excessF > worstInfo.excessF {
-				worstInfo, haveWorstInfo = s.worst, true
-			}
-			worstRatioInfo = max(worstRatioInfo, s.ratio)
+			r.fail("key %q (tier %q): %d tokens admitted%s with stamps in [%s, %s] (%s), bound %s = C %d + r %s/s × %s; excess %s",
+				kh.key, kh.tier, w.admitted, why, c.at(w.from), c.at(w.to), dur(w.to-w.from), w.bound,
+				w.capacity, bucket.FormatRate(w.rate), dur(w.to-w.from), w.excess())
 		}
-	}
-	if !haveWorstInfo {
-		worstInfo, worstRatioInfo = worst, worstRatio
+		if !haveWorst || s.worst.excessF > worst.excessF {
+			worst, haveWorst = s.worst, true
+		}
+		worstRatio = max(worstRatio, s.ratio)
+		if !have || s.whole.ratio() > wholeRatio {
+			wholeRatio, have = s.whole.ratio(), true
+		}
+		switch {
+		case len(definite) == 0:
+			if s.over {
+				onlyUnknown++
+			}
+		case len(definite) < len(all):
+			d := scanWindows(definite, kp, slack)
+			worstDefinite = max(worstDefinite, d.ratio)
+			if s.over && !d.over {
+				onlyUnknown++
+			}
+		default:
+			worstDefinite = max(worstDefinite, s.ratio)
+		}
 	}
 	r.set("keys", len(prep.keys))
-	r.set("skew_ms", ms(skew))
+	r.set("clock_slack_ms", ms(slack))
 	r.set("admitted_tokens", admitted)
-	r.set("info_tokens", possible)
+	r.set("unknown_tokens", possible)
 	r.set("violating_keys", violating)
+	r.set("violating_keys_only_with_unknown", onlyUnknown)
 	r.set("worst_excess_tokens", worst.excessF)
 	r.set("worst_excess_window_ms", ms(worst.to-worst.from))
 	r.set("worst_ratio", worstRatio)
+	r.set("worst_ratio_definite", worstDefinite)
 	r.set("whole_run_worst_ratio", wholeRatio)
-	r.set("worst_excess_with_info_tokens", worstInfo.excessF)
-	r.set("worst_ratio_with_info", worstRatioInfo)
-	r.set("keys_over_with_info", overWithInfo)
 	return r.result()
 }
 
-// item is one admission: cost tokens decided somewhere in [from, to].
-type item struct{ from, to, cost int64 }
+// item is one admission: cost tokens decided at a group time somewhere in
+// [from, to] (from == to for a definite admission, at its stamp); unknown
+// marks an operation whose outcome is unknown, counted as admitted.
+type item struct {
+	from, to, cost int64
+	unknown        bool
+}
 
 // window is one real-time window and what was admitted in it.
 type window struct {
 	from, to       int64
 	admitted       int64
+	unknown        int64 // of admitted, the tokens of unknown operations
 	capacity, rate int64
 	bound          amount
 	excessF        float64
@@ -146,25 +158,27 @@ type scan struct {
 
 // scanWindows checks every window [from of an item, to of an item] against
 // the bound and returns the worst one, the worst ratio and the whole span.
-func scanWindows(items []item, kp keyPolicies, skew int64) scan {
+// The policies that may be in force are looked up over the window widened
+// by slack on each side (group time against the harness's real time).
+func scanWindows(items []item, kp keyPolicies, slack int64) scan {
 	byFrom := slices.Clone(items)
 	slices.SortStableFunc(byFrom, func(a, b item) int { return cmp.Compare(a.from, b.from) })
 	byTo := slices.Clone(items)
 	slices.SortStableFunc(byTo, func(a, b item) int { return cmp.Compare(a.to, b.to) })
 	static := kp.static()
-	c0, r0 := kp.largest(byFrom[0].from, byTo[len(byTo)-1].to)
-	eval := func(from, to, admitted int64) window {
+	c0, r0 := kp.largest(byFrom[0].from-slack, byTo[len(byTo)-1].to+slack)
+	eval := func(from, to, admitted, unknown int64) window {
 		cp, rt := c0, r0
 		if !static {
-			cp, rt = kp.largest(from, to)
+			cp, rt = kp.largest(from-slack, to+slack)
 		}
-		w := window{from: from, to: to, admitted: admitted, capacity: cp, rate: rt}
-		span := to - from + skew
+		w := window{from: from, to: to, admitted: admitted, unknown: unknown, capacity: cp, rate: rt}
+		span := to - from
 		w.excessF = float64(admitted) - (float64(cp) + float64(rt)/bucket.Scale*float64(span)/1e9)
 		return w
 	}
 	exact := func(w *window) bool {
-		w.bound = tokens(w.capacity).add(refillOf(w.to-w.from+skew, w.rate))
+		w.bound = tokens(w.capacity).add(refillOf(w.to-w.from, w.rate))
 		return tokens(w.admitted).cmp(w.bound) > 0
 	}
 	var s scan
@@ -173,13 +187,16 @@ func scanWindows(items []item, kp keyPolicies, skew int64) scan {
 		if i > 0 && start.from == byFrom[i-1].from {
 			continue // the earlier start saw the same windows
 		}
-		var sum int64
+		var sum, unknown int64
 		for _, it := range byTo {
 			if it.from < start.from {
 				continue
 			}
 			sum += it.cost
-			w := eval(start.from, it.to, sum)
+			if it.unknown {
+				unknown += it.cost
+			}
+			w := eval(start.from, it.to, sum, unknown)
 			if r := w.ratio(); r > s.ratio {
 				s.ratio = r
 			}
@@ -195,11 +212,14 @@ func scanWindows(items []item, kp keyPolicies, skew int64) scan {
 			}
 		}
 	}
-	var total int64
+	var total, unknown int64
 	for _, it := range items {
 		total += it.cost
+		if it.unknown {
+			unknown += it.cost
+		}
 	}
-	s.whole = eval(byFrom[0].from, byTo[len(byTo)-1].to, total)
+	s.whole = eval(byFrom[0].from, byTo[len(byTo)-1].to, total, unknown)
 	exact(&s.whole)
 	return s
 }

@@ -29,7 +29,8 @@ type keyHistory struct {
 	// reads are ok reads.
 	reads []decision
 	// unknown are allow ops that may or may not have been applied: info ops
-	// no answer resolved (one per request id).
+	// no answer resolved (one per request id, spanning from its earliest
+	// info attempt's invoke to its latest one's completion).
 	unknown []decision
 	// dups are duplicate answers (not decisions).
 	dups []decision
@@ -51,28 +52,35 @@ type prepared struct {
 	dropped  int // info ops dropped because their request id was decided by another attempt
 }
 
-// prepare groups h's allow and read ops by key and settles request ids:
+// prepare groups h's allow and read attempts by key and settles request
+// ids (an attempt is one history.Op; the attempts of a request share its
+// key and request id):
 //
-//   - fail ops are dropped;
+//   - fail attempts decided nothing, on the server's word;
 //   - ok answers that are not duplicates are decisions; two of them for one
 //     (key, request id) mean the request was applied twice (an issue);
 //   - a duplicate answer is checked against the request's decision (an
-//     issue if they differ, or if the request has no ok or info attempt);
-//     if the request's only attempts are info ops, the duplicate resolves
-//     them into one decision, made between the earliest attempt's invoke
-//     and the duplicate's completion;
+//     issue if they differ); if the request's other attempts are info
+//     ones, the duplicate resolves them into one decision, made between
+//     the earliest attempt's invoke and the duplicate's completion;
+//   - a duplicate answer of a request whose other attempts all failed (or
+//     that has none) is an issue, an "orphan": the server said nothing was
+//     decided, and then answered from a decision. It still proves the
+//     request was applied, so it is also a decision, made between the
+//     earliest attempt's invoke and the duplicate's completion, for the
+//     other checkers to count;
 //   - info attempts of a request that has an ok non-duplicate answer are
 //     dropped: the cluster applies a request id at most once, so they were
 //     either that decision or no-ops;
-//   - the remaining info attempts of one request id are one unknown op
-//     invoked at the earliest attempt.
+//   - the remaining info attempts of one request id are one unknown op,
+//     invoked at the earliest attempt and completed at the latest one.
 //
 // Request ids are remembered by the cluster for its dedup window (2
 // minutes); a history whose retries span longer may be judged wrongly.
 func prepare(h history.History, p Params) prepared {
 	var out prepared
 	byKey := map[string]*keyHistory{}
-	type group struct{ oks, dups, infos []decision }
+	type group struct{ oks, dups, infos, fails []decision }
 	groups := map[[2]string]*group{}
 	var order [][2]string
 	get := func(key string) *keyHistory {
@@ -84,7 +92,7 @@ func prepare(h history.History, p Params) prepared {
 		return kh
 	}
 	for i, op := range h.Ops {
-		if op.Outcome == history.OutcomeFail {
+		if op.Outcome == history.OutcomeFail && (op.RequestID == "" || op.Kind != history.KindAllow) {
 			continue
 		}
 		kh := get(op.Key)
@@ -118,6 +126,8 @@ func prepare(h history.History, p Params) prepared {
 			order = append(order, gk)
 		}
 		switch {
+		case op.Outcome == history.OutcomeFail:
+			g.fails = append(g.fails, d)
 		case op.Outcome == history.OutcomeInfo:
 			g.infos = append(g.infos, d)
 		case op.Duplicate:
@@ -133,6 +143,7 @@ func prepare(h history.History, p Params) prepared {
 		slices.SortStableFunc(g.oks, byInvoke)
 		slices.SortStableFunc(g.dups, byInvoke)
 		slices.SortStableFunc(g.infos, byInvoke)
+		slices.SortStableFunc(g.fails, byInvoke)
 		kh.dups = append(kh.dups, g.dups...)
 		switch {
 		case len(g.oks) > 0:
@@ -146,29 +157,44 @@ func prepare(h history.History, p Params) prepared {
 				}
 			}
 			out.dropped += len(g.infos)
-		case len(g.dups) > 0 && len(g.infos) > 0:
+		case len(g.dups) > 0:
 			first := g.dups[0]
 			for _, d := range g.dups[1:] {
 				if !sameDecision(d.op, first.op) {
 					out.issues = append(out.issues, dupIssue{kind: "mismatch", key: gk[0], op: d.op, orig: first.op})
 				}
 			}
+			if len(g.infos) == 0 {
+				out.issues = append(out.issues, dupIssue{kind: "orphan", key: gk[0], op: first.op})
+			}
+			// Made after the earliest attempt that may have applied it was
+			// sent, before the first duplicate answer came back:
 			res := first.op
 			res.Duplicate = false
-			res.Invoke = g.infos[0].op.Invoke
 			res.Complete = first.op.Complete
 			for _, d := range g.dups {
 				res.Complete = min(res.Complete, d.op.Complete)
 			}
-			kh.decisions = append(kh.decisions, decision{op: res, idx: g.infos[0].idx})
-			out.resolved++
-			out.dropped += len(g.infos) - 1
-		case len(g.dups) > 0:
-			for _, d := range g.dups {
-				out.issues = append(out.issues, dupIssue{kind: "orphan", key: gk[0], op: d.op})
+			// the earliest attempt that may have applied it: an info one,
+			// else (an orphan) a fail one that was not what it said.
+			idx, from := first.idx, g.infos
+			if len(from) == 0 {
+				from = g.fails
+			}
+			if len(from) > 0 && from[0].op.Invoke < res.Invoke {
+				res.Invoke, idx = from[0].op.Invoke, from[0].idx
+			}
+			kh.decisions = append(kh.decisions, decision{op: res, idx: idx})
+			if len(g.infos) > 0 {
+				out.resolved++
+				out.dropped += len(g.infos) - 1
 			}
 		case len(g.infos) > 0:
-			kh.unknown = append(kh.unknown, g.infos[0])
+			u := g.infos[0]
+			for _, d := range g.infos[1:] {
+				u.op.Complete = max(u.op.Complete, d.op.Complete)
+			}
+			kh.unknown = append(kh.unknown, u)
 			out.dropped += len(g.infos) - 1
 		}
 	}

@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"cmp"
+	"encoding/binary"
 	"math"
 	"slices"
 )
@@ -110,4 +112,42 @@ func (st settlement) rest(feasible []int64) string {
 		left = append(left, pending{earliest: math.MinInt64, cost: c, n: keep})
 	}
 	return encodePending(left)
+}
+
+// pending is n info ops that may still be applied: cost tokens each, at a
+// group time no earlier than earliest.
+type pending struct {
+	earliest, cost int64
+	n              int
+}
+
+// encodePending renders a multiset of pending ops canonically (runs of
+// equal ops, sorted), so that states compare with ==.
+func encodePending(ps []pending) string {
+	slices.SortFunc(ps, func(a, b pending) int {
+		return cmp.Or(cmp.Compare(a.earliest, b.earliest), cmp.Compare(a.cost, b.cost))
+	})
+	b := make([]byte, 0, 24*len(ps))
+	for i := 0; i < len(ps); {
+		run := ps[i]
+		for i++; i < len(ps) && ps[i].earliest == run.earliest && ps[i].cost == run.cost; i++ {
+			run.n += ps[i].n
+		}
+		if run.n == 0 {
+			continue
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(run.earliest))
+		b = binary.BigEndian.AppendUint64(b, uint64(run.cost))
+		b = binary.BigEndian.AppendUint64(b, uint64(run.n))
+	}
+	return string(b)
+}
+
+func decodePending(s string) []pending {
+	ps := make([]pending, len(s)/24)
+	for i := range ps {
+		r := []byte(s[24*i : 24*i+24])
+		ps[i] = pending{earliest: int64(binary.BigEndian.Uint64(r)), cost: int64(binary.BigEndian.Uint64(r[8:])), n: int(binary.BigEndian.Uint64(r[16:]))}
+	}
+	return ps
 }

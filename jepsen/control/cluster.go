@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ const (
 	DefaultClockSkew      = 250 * time.Millisecond
 	DefaultStrobeInterval = 50 * time.Millisecond
 	DefaultLeaderGroup    = "0"
+	// defaultGroups is quorate serve's --groups default.
+	defaultGroups = 8
 )
 
 // Errors returned by Cluster methods.
@@ -90,6 +93,7 @@ type Cluster struct {
 	log     *slog.Logger
 	http    *http.Client
 	voters  int
+	groups  int // data groups (--groups in ExtraArgs, default 8)
 	spawner spawner
 
 	recorder recorder // has its own lock
@@ -171,11 +175,16 @@ func New(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: ExtraArgs: %w", err)
 	}
+	groups, err := intFlag(opts.ExtraArgs, "groups", defaultGroups)
+	if err != nil {
+		return nil, fmt.Errorf("control: ExtraArgs: %w", err)
+	}
 
 	c := &Cluster{
 		opts:    opts,
 		log:     opts.Logger,
 		voters:  voters,
+		groups:  groups,
 		active:  map[faultKind]string{},
 		offsets: map[int]time.Duration{},
 		maxSkew: map[int]time.Duration{},
@@ -206,29 +215,37 @@ func New(opts Options) (*Cluster, error) {
 // votersPerGroup is min(--replicas, nodes), --replicas taken from the
 // extra serve flags (default 3).
 func votersPerGroup(extra []string, nodes int) (int, error) {
-	replicas := 3
+	replicas, err := intFlag(extra, "replicas", 3)
+	return min(replicas, nodes), err
+}
+
+// intFlag returns the last value of the serve flag name (--name v,
+// -name v, --name=v or -name=v) in extra, def if it is absent; the value
+// must be a positive integer.
+func intFlag(extra []string, name string, def int) (int, error) {
+	n := def
 	for i, a := range extra {
 		var v string
 		switch {
-		case a == "--replicas" || a == "-replicas":
+		case a == "--"+name || a == "-"+name:
 			if i+1 >= len(extra) {
-				return 0, errors.New("--replicas without a value")
+				return 0, fmt.Errorf("--%s without a value", name)
 			}
 			v = extra[i+1]
-		case len(a) > 11 && a[:11] == "--replicas=":
-			v = a[11:]
-		case len(a) > 10 && a[:10] == "-replicas=":
-			v = a[10:]
+		case strings.HasPrefix(a, "--"+name+"="):
+			v = a[len(name)+3:]
+		case strings.HasPrefix(a, "-"+name+"="):
+			v = a[len(name)+2:]
 		default:
 			continue
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("--replicas %q: want a positive integer", v)
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			return 0, fmt.Errorf("--%s %q: want a positive integer", name, v)
 		}
-		replicas = n
+		n = k
 	}
-	return min(replicas, nodes), nil
+	return n, nil
 }
 
 func nodeID(i int) string { return "n" + strconv.Itoa(i) }
@@ -326,6 +343,7 @@ const (
 	NemClockBump       = "clock-bump"
 	NemClockStrobe     = "clock-strobe"
 	NemLeaveRejoin     = "leave-rejoin"
+	NemTermLeader      = "term-leader"
 )
 
 // NemesisNames lists every nemesis name Mix knows, in a fixed order.
@@ -333,7 +351,7 @@ func NemesisNames() []string {
 	return []string{
 		NemKill, NemKillLeader, NemKillMinority, NemPause,
 		NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionRing, NemPartitionBridge,
-		NemClockBump, NemClockStrobe, NemLeaveRejoin,
+		NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader,
 	}
 }
 
@@ -345,7 +363,7 @@ func NemesisNames() []string {
 // majorities through symmetric cuts).
 func (c *Cluster) Supports(kind string) bool {
 	switch kind {
-	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemLeaveRejoin:
+	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader:
 		return true
 	case NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionBridge:
 		return c.useNS

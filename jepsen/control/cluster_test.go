@@ -78,6 +78,14 @@ func TestVotersPerGroup(t *testing.T) {
 	}
 	_, err := votersPerGroup([]string{"--replicas=x"}, 3)
 	assert.Error(t, err)
+
+	for extra, want := range map[string]int{"": 8, "--groups 4": 4, "--groups=2": 2, "-groups 3 --replicas 5": 3} {
+		got, err := intFlag(strings.Fields(extra), "groups", 8)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "groups in %q", extra)
+	}
+	_, err = intFlag([]string{"--groups"}, "groups", 8)
+	assert.ErrorContains(t, err, "without a value")
 }
 
 func TestLayout(t *testing.T) {

@@ -55,7 +55,23 @@ func TestLoopbackFallback(t *testing.T) {
 	}
 	assert.Equal(t, int64(time.Second), c.ClockOffsets()[nodeID(l%3+1)])
 
-	pid := c.PID(1)
+	// A graceful restart: SIGTERM, the node exits by itself, and comes
+	// back on its data dir.
+	l, err = c.Leader(ctx, "0")
+	require.NoError(t, err)
+	pid := c.PID(l)
+	require.NoError(t, c.TermNodes(ctx, NemTermLeader, l))
+	assert.False(t, c.Running(l))
+	assert.False(t, alive(pid))
+	evs := c.Events()
+	last := evs[len(evs)-1]
+	assert.Equal(t, []string{NemTermLeader, PhaseStart, "TERM", nodeID(l) + ":0"},
+		[]string{last.Name, last.Phase, last.Detail["signal"], last.Detail["exit"]}, "it exited on its own, with status 0")
+	require.NoError(t, c.RestartDown(ctx))
+	require.NoError(t, c.WaitReady(rctx))
+	assert.NotEqual(t, pid, c.PID(l))
+
+	pid = c.PID(1)
 	require.NoError(t, c.Teardown(ctx))
 	assert.False(t, alive(pid))
 }

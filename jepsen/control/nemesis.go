@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +39,36 @@ func (c *Cluster) KillNodes(ctx context.Context, name string, nodes ...int) erro
 	}
 	if len(killed) > 0 {
 		c.recordStart(faultDown, name, map[string]string{"nodes": nodeList(killed), "signal": "KILL"})
+	}
+	return errors.Join(errs...)
+}
+
+// TermNodes stops each of nodes gracefully: SIGTERM, then a wait for the
+// process to exit (Stop: SIGKILL after 20 s if it has not), and records a
+// start event under name (if any was stopped) with each one's exit status.
+// RestartDown starts them again with the same flags on the same data dirs.
+func (c *Cluster) TermNodes(ctx context.Context, name string, nodes ...int) error {
+	var errs []error
+	var stopped []int
+	var exits []string
+	for _, i := range nodes {
+		n, p, err := c.liveProc(i)
+		if err == nil {
+			err = c.Stop(i)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stopped = append(stopped, i)
+		exit := "0"
+		if p.err != nil {
+			exit = p.err.Error()
+		}
+		exits = append(exits, n.id+":"+exit)
+	}
+	if len(stopped) > 0 {
+		c.recordStart(faultDown, name, map[string]string{"nodes": nodeList(stopped), "signal": "TERM", "exit": strings.Join(exits, ",")})
 	}
 	return errors.Join(errs...)
 }
@@ -168,6 +199,9 @@ type Nemesis struct {
 //     Options.StrobeInterval; Stop resets every offset to 0.
 //   - leave-rejoin: one random node leaves gracefully and stops; Stop
 //     starts it again on the same data dir, and it rejoins.
+//   - term-leader: the leader of a random data group is stopped gracefully
+//     (SIGTERM, waiting for it to exit, see TermNodes); Stop restarts every
+//     node that is down, with the same flags on the same data dir.
 func (c *Cluster) Mix(rng *rand.Rand, names ...string) ([]Nemesis, error) {
 	var out []Nemesis
 	var bad []string
@@ -292,6 +326,17 @@ func (c *Cluster) nemesis(rng *rand.Rand, name string) (Nemesis, bool) {
 			return c.SetClock(ctx, name, nodes[0], off)
 		}
 		nm.Stop = c.ResetClocks
+	case NemTermLeader:
+		nm.Start = func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l, err := c.waitLeader(ctx, strconv.Itoa(rng.IntN(c.groups)))
+			if err != nil {
+				return err
+			}
+			return c.TermNodes(ctx, name, l)
+		}
+		nm.Stop = c.RestartDown
 	case NemLeaveRejoin:
 		nm.Start = func(ctx context.Context) error {
 			nodes, err := reachable(1)

@@ -324,6 +324,7 @@ func TestNetnsEveryNemesis(t *testing.T) {
 		{NemClockBump, func() { assert.Equal(t, 1, clocks()) }},
 		{NemClockStrobe, func() { time.Sleep(120 * time.Millisecond); assert.Equal(t, 1, clocks()) }},
 		{NemLeaveRejoin, func() { assert.Equal(t, 4, running()) }},
+		{NemTermLeader, func() { assert.Equal(t, 4, running()) }},
 		{NemPartitionOne, func() { assert.Equal(t, cutsPerNode(), dropRules()) }},
 		{NemPartitionHalves, func() { assert.Equal(t, cutsPerNode(), dropRules()) }},
 		{NemPartitionRing, func() { assert.Equal(t, map[int]int{1: 2, 2: 2, 3: 2, 4: 2, 5: 2}, dropRules()) }},
@@ -341,7 +342,7 @@ func TestNetnsEveryNemesis(t *testing.T) {
 		checks[k].effect()
 		require.NoError(t, nm.Stop(ctx), nm.Name)
 		require.NoError(t, nm.Stop(ctx), "%s: Stop is idempotent", nm.Name)
-		if strings.HasPrefix(nm.Name, "kill") || nm.Name == NemLeaveRejoin {
+		if strings.HasPrefix(nm.Name, "kill") || nm.Name == NemLeaveRejoin || nm.Name == NemTermLeader {
 			waitReady("after " + nm.Name) // restarted nodes answer; the next nemesis may need a leader
 		}
 		assert.Equal(t, 5, running(), "after %s", nm.Name)

@@ -13,16 +13,23 @@
 // The package only records; jepsen/checker judges.
 package history
 
-// Outcomes of an Op.
+// Outcomes of an Op. An Op is one attempt (one HTTP request), and its
+// outcome is what that attempt's answer says about that attempt alone.
 const (
-	// OutcomeOK: the server answered with a decision.
+	// OutcomeOK: the server answered with a decision (200). With Duplicate
+	// set it is the remembered decision of an earlier attempt with the same
+	// key and request id, and this attempt took nothing.
 	OutcomeOK = "ok"
-	// OutcomeFail: the request was definitely never applied (a 4xx refusal
-	// before anything was proposed, or a retry that proved it never was).
-	// A 503 or a timeout is not certain: that is OutcomeInfo.
+	// OutcomeFail: the server said this attempt decided nothing: a 4xx, or
+	// a 503 whose code promises it (unavailable, shutting_down, timeout,
+	// overloaded, too_many_clients), or the request never left the harness
+	// (no connection could be made). Nothing else is recorded as fail: a
+	// checker that finds a fail attempt applied has found a server that
+	// broke its word.
 	OutcomeFail = "fail"
-	// OutcomeInfo: unknown, the request may or may not have been applied
-	// (timeout, connection error, 503 after proposal).
+	// OutcomeInfo: unknown, this attempt may or may not have been applied
+	// (503 outcome_unknown or an unrecognised 503 code, a 500, a connection
+	// error after the request was sent, a client-side timeout).
 	OutcomeInfo = "info"
 )
 
@@ -44,13 +51,17 @@ const (
 	PhaseStop   = "stop"
 )
 
-// Op is one logical operation of the workload.
+// Op is one attempt of an operation of the workload: one request and its
+// raw answer. The attempts of one logical operation share Process, Key,
+// Cost and RequestID (a retry reuses the request id); the checkers settle
+// what a request id's attempts decided together (at most one decision per
+// key and request id). An operation without a request id has one attempt.
 type Op struct {
 	// Process is the logical client (worker) that issued the operation.
 	Process int `json:"process"`
 	// Key is the client id whose bucket the operation is about.
 	Key string `json:"key"`
-	// Node is the node the (last) attempt was sent to.
+	// Node is the node the attempt was sent to.
 	Node string `json:"node,omitempty"`
 	// Kind is KindAllow or KindRead.
 	Kind string `json:"kind"`
@@ -58,11 +69,18 @@ type Op struct {
 	Cost int64 `json:"cost"`
 	// RequestID is the idempotency key sent with every attempt.
 	RequestID string `json:"request_id,omitempty"`
-	// Invoke and Complete bound the operation in harness time: the first
-	// attempt was sent at Invoke, and the answer (or the give-up) came at
-	// Complete.
+	// Invoke and Complete bound the attempt in harness time: it was sent at
+	// Invoke, and its answer (or the give-up) came at Complete.
 	Invoke   int64 `json:"invoke"`
 	Complete int64 `json:"complete"`
+	// Attempt numbers the attempts of one operation from 0 (resolve probes
+	// after the run continue the count).
+	Attempt int `json:"attempt,omitempty"`
+	// Status is the HTTP status of the answer (0: none), and Error the
+	// error code of a non-200 answer, or the transport error's class
+	// ("dial", "send", "timeout", "read", "decode").
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// Outcome is OutcomeOK, OutcomeFail or OutcomeInfo.
 	Outcome string `json:"outcome"`
 	// The server's answer (Outcome ok only).
@@ -78,9 +96,11 @@ type Op struct {
 	// Duplicate: the answer is an earlier decision for the same Key and
 	// RequestID, returned again; nothing was taken by this call.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// ResolvedBy says how an operation whose first outcome was unknown got
-	// the outcome recorded here (informational).
-	ResolvedBy string `json:"resolved_by,omitempty"`
+	// Probe says why the harness sent this attempt beyond the operation's
+	// own retries (informational): "resolve" (after the run, to learn an
+	// unknown outcome) or "repeat" (an ok request sent again on purpose to
+	// check that it is answered as a duplicate).
+	Probe string `json:"probe,omitempty"`
 }
 
 // Event is something the harness did to the cluster.

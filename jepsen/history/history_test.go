@@ -15,7 +15,7 @@ func sample() History {
 	return History{
 		Ops: []Op{
 			{Process: 0, Key: "a", Node: "n1", Kind: KindAllow, Cost: 1, RequestID: "p0-0", Invoke: t0, Complete: t0 + 5, Outcome: OutcomeOK, Allowed: true, Remaining: 4, Limit: 5, Tier: "free", Stamp: t0 + 2},
-			{Process: 1, Key: "b", Node: "n2", Kind: KindAllow, Cost: 2, RequestID: "p1-0", Invoke: t0 + 1, Complete: t0 + 9, Outcome: OutcomeInfo, ResolvedBy: ""},
+			{Process: 1, Key: "b", Node: "n2", Kind: KindAllow, Cost: 2, RequestID: "p1-0", Invoke: t0 + 1, Complete: t0 + 9, Outcome: OutcomeInfo, Probe: ""},
 			{Process: 0, Key: "a", Node: "n3", Kind: KindAllow, Cost: 1, RequestID: "p0-0", Invoke: t0 + 6, Complete: t0 + 8, Outcome: OutcomeOK, Allowed: true, Remaining: 4, Limit: 5, Tier: "free", Stamp: t0 + 2, Duplicate: true},
 		},
 		Events: []Event{
@@ -156,4 +156,26 @@ func TestSpan(t *testing.T) {
 	s, e = sample().Span()
 	assert.Equal(t, t0, s)
 	assert.Equal(t, t0+9, e)
+}
+
+func TestOperations(t *testing.T) {
+	h := History{Ops: []Op{
+		{Key: "a", RequestID: "r1", Outcome: OutcomeInfo},
+		{Key: "b", Outcome: OutcomeInfo},
+		{Key: "a", RequestID: "r1", Outcome: OutcomeFail, Attempt: 1},
+		{Key: "b", RequestID: "r1", Outcome: OutcomeFail},
+		{Key: "a", RequestID: "r1", Outcome: OutcomeOK, Duplicate: true, Attempt: 2},
+		{Key: "b", Outcome: OutcomeOK},
+	}}
+	ops := h.Operations()
+	require.Len(t, ops, 4)
+	assert.Equal(t, []int{0, 2, 4}, ops[0].Attempts, "attempts of one request id")
+	assert.Equal(t, []int{1}, ops[1].Attempts, "no request id: an operation of its own")
+	assert.Equal(t, []int{3}, ops[2].Attempts, "the same id on another key is another request")
+	assert.Equal(t, []int{5}, ops[3].Attempts)
+	var settled []string
+	for _, o := range ops {
+		settled = append(settled, h.Settled(o))
+	}
+	assert.Equal(t, []string{OutcomeOK, OutcomeInfo, OutcomeFail, OutcomeOK}, settled)
 }

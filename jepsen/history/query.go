@@ -188,3 +188,51 @@ func (h History) Validate() []error {
 	}
 	return errs
 }
+
+// Operation is one logical operation: the attempts that share a key and a
+// request id (an attempt without a request id is an operation of its
+// own), resolve and repeat probes included.
+type Operation struct {
+	Key, RequestID string
+	// Attempts are indexes into History.Ops, in the order of h.Ops.
+	Attempts []int
+}
+
+// Operations groups h.Ops into logical operations, in the order of their
+// first attempts in h.Ops.
+func (h History) Operations() []Operation {
+	var out []Operation
+	index := map[[2]string]int{}
+	for i, op := range h.Ops {
+		if op.RequestID == "" {
+			out = append(out, Operation{Key: op.Key, Attempts: []int{i}})
+			continue
+		}
+		k := [2]string{op.Key, op.RequestID}
+		j, ok := index[k]
+		if !ok {
+			j = len(out)
+			index[k] = j
+			out = append(out, Operation{Key: op.Key, RequestID: op.RequestID})
+		}
+		out[j].Attempts = append(out[j].Attempts, i)
+	}
+	return out
+}
+
+// Settled says what an operation's attempts show: OutcomeOK if some
+// attempt was answered with a decision, OutcomeInfo if none was but some
+// attempt's outcome is unknown, OutcomeFail if every attempt was refused or
+// promised that nothing was decided.
+func (h History) Settled(o Operation) string {
+	out := OutcomeFail
+	for _, i := range o.Attempts {
+		switch h.Ops[i].Outcome {
+		case OutcomeOK:
+			return OutcomeOK
+		case OutcomeInfo:
+			out = OutcomeInfo
+		}
+	}
+	return out
+}

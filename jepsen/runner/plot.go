@@ -53,13 +53,11 @@ func writePlots(dir string, h history.History, p checker.Params, hotKeys int) er
 		}
 		var pts [][2]float64 // (seconds since start, admitted cost)
 		admitted := 0.0
-		ops := slices.Clone(byKey[key])
+		ops := admissions(h, key)
 		slices.SortFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Complete, b.Complete) })
 		for _, op := range ops {
-			if op.Outcome == history.OutcomeOK && op.Allowed || op.Outcome == history.OutcomeInfo {
-				admitted += float64(op.Cost)
-				pts = append(pts, [2]float64{float64(op.Complete-start) / 1e9, admitted})
-			}
+			admitted += float64(op.Cost)
+			pts = append(pts, [2]float64{float64(op.Complete-start) / 1e9, admitted})
 		}
 		total := float64(end-start) / 1e9
 		bound := func(t float64) float64 {
@@ -125,4 +123,31 @@ func drawSVG(key string, total float64, pts [][2]float64, bound func(float64) fl
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.0f</text><text x="%.0f" y="%.0f" text-anchor="end">0</text>`+"\n", left-4, top+4, ymax, left-4, hgt-bottom)
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// admissions returns, per operation on key, the attempt that shows it
+// admitted: its first ok answer if allowed (a duplicate answer included: it
+// repeats the operation's decision), or, if no attempt was answered ok, its
+// last attempt when some outcome is unknown (counted as admitted).
+func admissions(h history.History, key string) []history.Op {
+	var out []history.Op
+	for _, o := range h.Operations() {
+		if o.Key != key {
+			continue
+		}
+		switch h.Settled(o) {
+		case history.OutcomeOK:
+			for _, i := range o.Attempts {
+				if op := h.Ops[i]; op.Outcome == history.OutcomeOK {
+					if op.Allowed {
+						out = append(out, op)
+					}
+					break
+				}
+			}
+		case history.OutcomeInfo:
+			out = append(out, h.Ops[o.Attempts[len(o.Attempts)-1]])
+		}
+	}
+	return out
 }

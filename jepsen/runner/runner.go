@@ -7,14 +7,11 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +33,19 @@ import (
 const (
 	MoverKeys     = 3
 	MoverFraction = 0.05
+)
+
+// Accounting keys: workload.AccountKey(0..Config.AccountKeys-1) are in
+// tier "acct" (AccountCapacity tokens that never refill) and get
+// AccountFraction of the operations, without request ids; after the run
+// their balances are read for the accounting check. RepeatFraction of the
+// other operations answered ok are sent again, to be answered as
+// duplicates.
+const (
+	AccountTier     = "acct"
+	AccountCapacity = 1_000_000
+	AccountFraction = 0.1
+	RepeatFraction  = 0.02
 )
 
 // Config is one run.
@@ -60,28 +70,38 @@ type Config struct {
 	HotRate     string
 	// PolicyChanges makes the run raise and cut the hot tier during faults.
 	PolicyChanges bool
-	UseNetns      bool
-	Prefix        string
-	Logger        *slog.Logger
+	// AccountKeys is how many accounting keys the workload uses (0: none).
+	AccountKeys int
+	// Ambiguous503 is passed to the workload (see workload.Config): 503
+	// codes recorded as unknown outcomes rather than "nothing decided".
+	Ambiguous503 []string
+	UseNetns     bool
+	Prefix       string
+	Logger       *slog.Logger
 	// Repo is the module root to build from.
 	Repo string
 }
 
 // Summary is what a run reports.
 type Summary struct {
-	Name         string   `json:"name"`
-	Dir          string   `json:"dir"`
-	Seed         uint64   `json:"seed"`
-	Nodes        int      `json:"nodes"`
-	Nemeses      []string `json:"nemeses"`
-	Unsafe       bool     `json:"unsafe"`
-	Netns        bool     `json:"netns"`
-	Ops          int      `json:"ops"`
-	OK           int      `json:"ok"`
-	Info         int      `json:"info"`
-	Fail         int      `json:"fail"`
-	InfoFraction float64  `json:"info_fraction"`
-	Faults       int      `json:"faults"`
+	Name    string   `json:"name"`
+	Dir     string   `json:"dir"`
+	Seed    uint64   `json:"seed"`
+	Nodes   int      `json:"nodes"`
+	Nemeses []string `json:"nemeses"`
+	Unsafe  bool     `json:"unsafe"`
+	Netns   bool     `json:"netns"`
+	// Ops counts logical operations (the attempts of one request id are one
+	// operation) and Attempts the requests sent. OK operations got a
+	// decision, Info ones stayed unknown (InfoFraction of Ops, the unknown
+	// rate), Fail ones were never applied, on the server's word.
+	Ops          int     `json:"ops"`
+	Attempts     int     `json:"attempts"`
+	OK           int     `json:"ok"`
+	Info         int     `json:"info"`
+	Fail         int     `json:"fail"`
+	InfoFraction float64 `json:"info_fraction"`
+	Faults       int     `json:"faults"`
 	// Latency of operations (first attempt to answer, retries included)
 	// that overlapped a fault and of those that did not, in milliseconds,
 	// and the share of operations that needed a retry.
@@ -182,6 +202,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	_ = hotPolicy
+	if cfg.AccountKeys > 0 {
+		p, err := api.setTier(ctx, AccountTier, AccountCapacity, "0")
+		if err != nil {
+			return sum, fmt.Errorf("creating the accounting tier: %w", err)
+		}
+		policies = append(policies, p)
+	}
+	for i := range cfg.AccountKeys {
+		if err := api.assign(ctx, workload.AccountKey(i), AccountTier); err != nil {
+			return sum, fmt.Errorf("assigning %s: %w", workload.AccountKey(i), err)
+		}
+	}
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 42))
 	nemeses, err := c.Mix(rng, cfg.Nemeses...)
@@ -192,6 +224,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
 		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
+		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction, Ambiguous503: cfg.Ambiguous503,
 		OpTimeout: time.Second, RetryFor: 20 * time.Second,
 		Duration: cfg.Duration, MaxOps: 2_000_000, Think: 2 * time.Millisecond,
 	}
@@ -281,6 +314,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		log.Warn("cluster not ready after recovery", "err", err)
 	}
 	ops = workload.Resolve(rctx, wcfg, ops, 90*time.Second)
+	// The accounting keys' final balances: every group serves again, so no
+	// entry of the run can still commit.
+	for i := range cfg.AccountKeys {
+		op, err := api.readBalance(rctx, workload.AccountKey(i))
+		if err != nil {
+			log.Warn("reading a final balance", "key", op.Key, "err", err)
+			continue
+		}
+		ops = append(ops, op)
+	}
 
 	h := history.History{
 		Ops:          ops,
@@ -292,6 +335,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"unsafe": fmt.Sprint(cfg.Unsafe), "netns": fmt.Sprint(sum.Netns), "groups": fmt.Sprint(cfg.Groups),
 			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
 			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
+			"account_keys": fmt.Sprint(cfg.AccountKeys), "account_capacity": fmt.Sprint(AccountCapacity),
+			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","),
 		},
 	}
 	for _, e := range c.Events() {
@@ -337,8 +382,10 @@ type Latency struct {
 	Retried float64 `json:"retried_fraction"`
 }
 
-// latencies splits ops into those that overlapped a fault interval and the
-// rest.
+// latencies splits the operations answered ok into those that overlapped
+// a fault interval and the rest. An operation's latency runs from its first
+// attempt to its first ok answer (probes sent after the run left out); it
+// was retried if that answer was not its first attempt's.
 func latencies(h history.History) (fault, quiet Latency) {
 	type span struct{ from, to int64 }
 	var spans []span
@@ -353,15 +400,27 @@ func latencies(h history.History) (fault, quiet Latency) {
 	}
 	var fl, ql []float64
 	var fr, qr int
-	for _, op := range h.Ops {
-		if op.Outcome != history.OutcomeOK {
+	for _, o := range h.Operations() {
+		invoke, answered, retried := int64(0), int64(0), false
+		for _, i := range o.Attempts {
+			op := h.Ops[i]
+			if op.Probe == "resolve" {
+				continue
+			}
+			if invoke == 0 || op.Invoke < invoke {
+				invoke = op.Invoke
+			}
+			if op.Outcome == history.OutcomeOK && answered == 0 {
+				answered, retried = op.Complete, op.Attempt > 0
+			}
+		}
+		if answered == 0 {
 			continue
 		}
-		d := float64(op.Complete-op.Invoke) / 1e6
-		retried := op.ResolvedBy != ""
+		d := float64(answered-invoke) / 1e6
 		during := false
 		for _, sp := range spans {
-			if op.Invoke <= sp.to && op.Complete >= sp.from {
+			if invoke <= sp.to && answered >= sp.from {
 				during = true
 				break
 			}
@@ -392,8 +451,9 @@ func summarize(ds []float64, retried int) Latency {
 
 // ParamsFor derives the checkers' parameters from a recorded history: the
 // hot keys are in tier "hot" with the policy in its metadata, the mover keys
-// start in "hot" (their moves are h.Assignments), every other key uses the
-// built-in default.
+// start in "hot" (their moves are h.Assignments), the accounting keys are
+// in tier "acct" (rate 0) and checked by Accounting, every other key uses
+// the built-in default.
 func ParamsFor(h history.History) (checker.Params, error) {
 	var hotCap int64
 	if _, err := fmt.Sscan(h.Meta["hot_capacity"], &hotCap); err != nil {
@@ -403,7 +463,7 @@ func ParamsFor(h history.History) (checker.Params, error) {
 	if err != nil {
 		return checker.Params{}, fmt.Errorf("history metadata: %w", err)
 	}
-	var hotKeys, coldKeys, moverKeys int
+	var hotKeys, coldKeys, moverKeys, accountKeys int
 	fmt.Sscan(h.Meta["hot_keys"], &hotKeys)
 	fmt.Sscan(h.Meta["cold_keys"], &coldKeys)
 	fmt.Sscan(h.Meta["mover_keys"], &moverKeys)
@@ -417,7 +477,20 @@ func ParamsFor(h history.History) (checker.Params, error) {
 	for i := range moverKeys {
 		keyTiers[workload.MoverKey(i)] = "hot"
 	}
-	return checker.Params{Default: bucket.BuiltinDefault, Tiers: map[string]bucket.Policy{"hot": hot}, KeyTiers: keyTiers}, nil
+	tiers := map[string]bucket.Policy{"hot": hot}
+	var accounts []string
+	if _, err := fmt.Sscan(h.Meta["account_keys"], &accountKeys); err == nil && accountKeys > 0 {
+		var capacity int64
+		if _, err := fmt.Sscan(h.Meta["account_capacity"], &capacity); err != nil {
+			return checker.Params{}, fmt.Errorf("history metadata: account_capacity: %w", err)
+		}
+		tiers[AccountTier] = bucket.Policy{Capacity: capacity}
+		for i := range accountKeys {
+			keyTiers[workload.AccountKey(i)] = AccountTier
+			accounts = append(accounts, workload.AccountKey(i))
+		}
+	}
+	return checker.Params{Default: bucket.BuiltinDefault, Tiers: tiers, KeyTiers: keyTiers, AccountKeys: accounts}, nil
 }
 
 // Recheck runs the checkers again on a results folder written by Run (for
@@ -444,8 +517,8 @@ func Recheck(dir string) (Summary, error) {
 // count fills the operation, fault and latency figures from h.
 func (sum *Summary) count(h history.History) {
 	sum.OK, sum.Info, sum.Fail, sum.Faults = 0, 0, 0, 0
-	for _, op := range h.Ops {
-		switch op.Outcome {
+	for _, o := range h.Operations() {
+		switch h.Settled(o) {
 		case history.OutcomeOK:
 			sum.OK++
 		case history.OutcomeInfo:
@@ -454,7 +527,7 @@ func (sum *Summary) count(h history.History) {
 			sum.Fail++
 		}
 	}
-	sum.Ops = len(h.Ops)
+	sum.Ops, sum.Attempts = sum.OK+sum.Info+sum.Fail, len(h.Ops)
 	if sum.Ops > 0 {
 		sum.InfoFraction = float64(sum.Info) / float64(sum.Ops)
 	}
@@ -473,92 +546,4 @@ func parsePolicy(capacity int64, rate string) (bucket.Policy, error) {
 	}
 	p := bucket.Policy{Capacity: capacity, Rate: r}
 	return p, p.Validate()
-}
-
-// apiClient makes the run's administrative calls through any node.
-type apiClient struct {
-	hc      *http.Client
-	targets []string
-}
-
-func (a *apiClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
-	data, _ := json.Marshal(body)
-	var lastErr error
-	for attempt := range 20 {
-		node := a.targets[attempt%len(a.targets)]
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		req, _ := http.NewRequestWithContext(cctx, method, node+path, bytes.NewReader(data))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Quorate-Timeout-Ms", "8000")
-		resp, err := a.hc.Do(req)
-		if err == nil {
-			var out bytes.Buffer
-			_, _ = out.ReadFrom(resp.Body)
-			resp.Body.Close()
-			cancel()
-			if resp.StatusCode == http.StatusOK {
-				return out.Bytes(), nil
-			}
-			if resp.StatusCode == http.StatusAccepted {
-				// Committed, not yet applied everywhere: not an ack, and
-				// not something to send again.
-				return out.Bytes(), errNotEverywhere
-			}
-			lastErr = fmt.Errorf("%s %s via %s: HTTP %d: %s", method, path, node, resp.StatusCode, bytes.TrimSpace(out.Bytes()))
-		} else {
-			cancel()
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), lastErr)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return nil, lastErr
-}
-
-// errNotEverywhere is a 202: the change is committed but some groups had
-// not applied it when the call returned.
-var errNotEverywhere = errors.New("change committed but not applied in every group before the deadline (202)")
-
-// setTier sets a tier's policy and returns the record of the change: acked
-// with the ack time if every group applied it (200), not acked otherwise.
-func (a *apiClient) setTier(ctx context.Context, tier string, capacity int64, rate string) (history.Policy, error) {
-	p := history.Policy{Tier: tier, Capacity: capacity, RatePerSec: rate, Invoke: time.Now().UnixNano()}
-	out, err := a.call(ctx, http.MethodPut, "/v1/tiers/"+tier, map[string]any{"capacity": capacity, "refill_per_second": json.Number(rate)})
-	p.Time = time.Now().UnixNano()
-	if errors.Is(err, errNotEverywhere) {
-		return p, err // recorded, not acked
-	}
-	if err != nil {
-		return p, err
-	}
-	var ans struct {
-		Version uint64 `json:"version"`
-	}
-	_ = json.Unmarshal(out, &ans)
-	p.Version, p.Acked = ans.Version, true
-	return p, nil
-}
-
-// setClientTier assigns client to tier (PUT), or removes its assignment
-// for tier "" (DELETE), and returns the record of it: acked with the ack
-// time on a 200, not acked (Time: when the harness gave up) otherwise.
-func (a *apiClient) setClientTier(ctx context.Context, client, tier string) (history.Assignment, error) {
-	rec := history.Assignment{Key: client, Tier: tier, Invoke: time.Now().UnixNano()}
-	var err error
-	if tier == "" {
-		_, err = a.call(ctx, http.MethodDelete, "/v1/clients/"+client+"/tier", nil)
-	} else {
-		err = a.assign(ctx, client, tier)
-	}
-	rec.Time = time.Now().UnixNano()
-	rec.Acked = err == nil
-	return rec, err
-}
-
-func (a *apiClient) assign(ctx context.Context, client, tier string) error {
-	_, err := a.call(ctx, http.MethodPut, "/v1/clients/"+client+"/tier", map[string]string{"tier": tier})
-	return err
 }

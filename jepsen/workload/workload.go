@@ -1,7 +1,10 @@
 // Package workload drives a quorate cluster through its public HTTP API the
-// way the fault suite needs: seeded, concurrent, with request ids on every
-// call and retries that reuse them, recording every operation as invoke →
-// ok / fail / info with the harness's times and the server's answer.
+// way the fault suite needs: seeded, concurrent, with request ids and
+// retries that reuse them (and, on the accounting keys, requests without
+// one), recording every attempt as invoke → ok / fail / info with the
+// harness's times and the server's raw answer. Nothing is folded: an
+// operation retried three times is three records, and the checkers settle
+// what they decided together.
 package workload
 
 import (
@@ -13,9 +16,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorate/quorate/jepsen/history"
@@ -52,6 +57,24 @@ type Config struct {
 	MaxOps   int
 	// Pause between a worker's operations (0: none).
 	Think time.Duration
+	// RepeatFraction is the share of operations answered ok that are sent
+	// once more with the same request id, whose answer must then be the
+	// same decision marked duplicate (jepsen/checker's Duplicates).
+	RepeatFraction float64
+	// AccountKeys are keys meant for a refill-free tier, and
+	// AccountFraction the share of operations on them (taken after the
+	// movers'). Their requests carry no request id, so each is sent once
+	// and never retried: an unknown outcome stays unknown, and the
+	// accounting check (final balance against acknowledged admissions)
+	// sees exactly what the server did with requests it cannot deduplicate.
+	AccountKeys     int
+	AccountFraction float64
+	// Ambiguous503 are 503 codes to record as info although the server's
+	// contract says they mean "nothing was decided": for a server known to
+	// answer them in ambiguous cases (before it had outcome_unknown).
+	// Empty (the default): the contract is taken at its word, and a
+	// checker catches every such answer that was in fact applied.
+	Ambiguous503 []string
 	// Now is the harness clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -60,6 +83,9 @@ type Config struct {
 func HotKey(i int) string   { return "hot-" + strconv.Itoa(i) }
 func ColdKey(i int) string  { return "cold-" + strconv.Itoa(i) }
 func MoverKey(i int) string { return "mover-" + strconv.Itoa(i) }
+
+// AccountKey names the accounting keys (see Config.AccountKeys).
+func AccountKey(i int) string { return "acct-" + strconv.Itoa(i) }
 
 // answer is the part of POST /v1/allow's body the workload records.
 type answer struct {
@@ -75,7 +101,7 @@ type answer struct {
 }
 
 // Run runs the workload until ctx ends, Duration passes or MaxOps
-// operations were invoked, and returns every operation, in invoke order.
+// operations were invoked, and returns every attempt, in invoke order.
 func Run(ctx context.Context, cfg Config) []history.Op {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -102,20 +128,22 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 				count++
 				mu.Unlock()
 				key := ColdKey(rng.IntN(max(cfg.ColdKeys, 1)))
+				id := fmt.Sprintf("p%d-%d", p, n)
 				switch f := rng.Float64(); {
 				case f < cfg.HotFraction:
 					key = HotKey(rng.IntN(max(cfg.HotKeys, 1)))
 				case cfg.MoverKeys > 0 && f < cfg.HotFraction+cfg.MoverFraction:
 					key = MoverKey(rng.IntN(cfg.MoverKeys))
+				case cfg.AccountKeys > 0 && f < cfg.HotFraction+cfg.MoverFraction+cfg.AccountFraction:
+					key, id = AccountKey(rng.IntN(cfg.AccountKeys)), ""
 				}
 				cost := int64(1)
 				if rng.IntN(10) == 0 {
 					cost = int64(rng.IntN(3)) // now and then a peek or a cost of 2
 				}
-				op := do(ctx, cfg, rng, history.Op{Process: p, Key: key, Kind: "allow", Cost: cost,
-					RequestID: fmt.Sprintf("p%d-%d", p, n)})
+				attempts := do(ctx, cfg, rng, history.Op{Process: p, Key: key, Kind: history.KindAllow, Cost: cost, RequestID: id})
 				mu.Lock()
-				ops = append(ops, op)
+				ops = append(ops, attempts...)
 				mu.Unlock()
 				if cfg.Think > 0 {
 					select {
@@ -131,135 +159,196 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 	return ops
 }
 
-// do performs one logical operation: an attempt, then retries with the same
-// request id while the outcome is unknown, for up to RetryFor. The recorded
-// interval runs from the first attempt's invoke to the last one's
-// completion, which contains the one application the request id allows.
-func do(ctx context.Context, cfg Config, rng *rand.Rand, op history.Op) history.Op {
-	op.Invoke = cfg.Now().UnixNano()
+// do performs one logical operation and returns its attempts: one, then,
+// if it carries a request id, retries with the same id while no attempt
+// got a decision and none was refused (4xx), for up to RetryFor. After an
+// ok answer it sends the request once more with probability
+// RepeatFraction (a "repeat" probe).
+func do(ctx context.Context, cfg Config, rng *rand.Rand, op history.Op) []history.Op {
 	deadline := cfg.Now().Add(cfg.RetryFor)
 	backoff := 20 * time.Millisecond
+	var out []history.Op
 	for attempt := 0; ; attempt++ {
-		node := cfg.Targets[rng.IntN(len(cfg.Targets))]
-		op.Node = node
-		outcome, a := attemptOnce(context.WithoutCancel(ctx), cfg, node, op)
-		op.Complete = cfg.Now().UnixNano()
-		switch outcome {
-		case "ok":
-			// Request ids are unique per logical operation, so an answer
-			// marked duplicate is this operation's own decision, applied by
-			// an earlier attempt whose answer was lost: it is recorded as
-			// the decision, with its original stamp.
-			op.Outcome = "ok"
-			op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp
-			if attempt > 0 {
-				op.ResolvedBy = "retry"
-				if a.Duplicate {
-					op.ResolvedBy = "retry (applied by an earlier attempt)"
-				}
+		a := op
+		a.Attempt, a.Node = attempt, cfg.Targets[rng.IntN(len(cfg.Targets))]
+		a = attemptOnce(context.WithoutCancel(ctx), cfg, a)
+		out = append(out, a)
+		switch {
+		case a.Outcome == history.OutcomeOK:
+			if op.RequestID != "" && rng.Float64() < cfg.RepeatFraction {
+				r := op
+				r.Attempt, r.Node, r.Probe = attempt+1, cfg.Targets[rng.IntN(len(cfg.Targets))], "repeat"
+				out = append(out, attemptOnce(context.WithoutCancel(ctx), cfg, r))
 			}
-			return op
-		case "fail":
-			if attempt == 0 {
-				op.Outcome = "fail"
-				return op
-			}
-			// A later attempt refused as bad input cannot happen for the
-			// same body; keep what the earlier attempts left: unknown.
-			op.Outcome = "info"
-			return op
+			return out
+		case refused(a), op.RequestID == "":
+			// A refusal is final for this body; without a request id a
+			// retry would be a new request.
+			return out
 		}
-		op.Outcome = "info"
 		if cfg.Now().After(deadline) || ctx.Err() != nil {
-			return op
+			return out
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return op
+			return out
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 
-// attemptOnce sends one POST /v1/allow and classifies the answer: "ok" (a
-// decision), "fail" (refused before reaching the cluster: 4xx) or "info"
-// (anything else: the request may or may not have been applied).
-func attemptOnce(ctx context.Context, cfg Config, node string, op history.Op) (string, answer) {
-	body, _ := json.Marshal(map[string]any{"client": op.Key, "cost": op.Cost, "request_id": op.RequestID})
+// refused reports whether the server refused the attempt as bad input.
+func refused(a history.Op) bool { return a.Status >= 400 && a.Status < 500 }
+
+// safe503 are the codes of a 503 with which the server promises that
+// nothing was decided. Any other 503 code (outcome_unknown, or one this
+// harness does not know) leaves the outcome unknown.
+var safe503 = map[string]bool{
+	"unavailable": true, "shutting_down": true, "timeout": true, "overloaded": true, "too_many_clients": true,
+}
+
+// Classify maps an answer to an outcome (see history.OutcomeOK, Fail and
+// Info): 200 is ok; a 4xx, or a 503 with a code in the server's "nothing
+// was decided" list, is fail; everything else (500, other 503s, a 200 whose
+// body does not decode) is info.
+func Classify(status int, code string, decoded bool) string {
+	switch {
+	case status == http.StatusOK && decoded:
+		return history.OutcomeOK
+	case status >= 400 && status < 500:
+		return history.OutcomeFail
+	case status == http.StatusServiceUnavailable && safe503[code]:
+		return history.OutcomeFail
+	}
+	return history.OutcomeInfo
+}
+
+// attemptOnce sends one POST /v1/allow for op and returns op with its
+// times, outcome and the server's raw answer filled in. A transport error
+// is fail only if no connection was ever made (the request cannot have
+// reached a node), and info otherwise.
+func attemptOnce(ctx context.Context, cfg Config, op history.Op) history.Op {
+	op.Invoke = cfg.Now().UnixNano()
+	op = send(ctx, cfg, op)
+	op.Complete = cfg.Now().UnixNano()
+	return op
+}
+
+func send(ctx context.Context, cfg Config, op history.Op) history.Op {
+	body := map[string]any{"client": op.Key, "cost": op.Cost}
+	if op.RequestID != "" {
+		body["request_id"] = op.RequestID
+	}
+	data, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout+500*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/allow", bytes.NewReader(body))
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+	op.Outcome = history.OutcomeInfo
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, op.Node+"/v1/allow", bytes.NewReader(data))
 	if err != nil {
-		return "info", answer{}
+		op.Outcome, op.Error = history.OutcomeFail, "request"
+		return op
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Quorate-Timeout-Ms", strconv.FormatInt(cfg.OpTimeout.Milliseconds(), 10))
 	resp, err := cfg.HTTP.Do(req)
-	if err != nil {
-		return "info", answer{}
+	switch {
+	case err != nil && !connected.Load():
+		op.Outcome, op.Error = history.OutcomeFail, "dial"
+		return op
+	case err != nil && ctx.Err() != nil:
+		op.Error = "timeout"
+		return op
+	case err != nil:
+		op.Error = "send"
+		return op
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	op.Status = resp.StatusCode
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if err != nil {
-		return "info", answer{}
+		op.Error = "read"
+		if refused(op) {
+			op.Outcome = history.OutcomeFail
+		}
+		return op
 	}
 	var a answer
-	if json.Unmarshal(data, &a) != nil {
-		return "info", answer{}
+	decoded := json.Unmarshal(raw, &a) == nil
+	if a.Error != nil {
+		op.Error = a.Error.Code
+	} else if !decoded {
+		op.Error = "decode"
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		return "ok", a
-	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return "fail", a
+	op.Outcome = Classify(resp.StatusCode, op.Error, decoded)
+	if resp.StatusCode == http.StatusServiceUnavailable && slices.Contains(cfg.Ambiguous503, op.Error) {
+		op.Outcome = history.OutcomeInfo
 	}
-	return "info", a
+	if op.Outcome == history.OutcomeOK {
+		op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp, op.Duplicate = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp, a.Duplicate
+	}
+	return op
 }
 
-// Resolve asks again, with their own request ids, about the operations
-// whose outcome is still unknown and that are recent enough for the cluster
-// to remember their ids (invoked less than maxAge ago). An answer marked
-// duplicate is the original decision: the op becomes ok. An answer that is
-// not a duplicate means the original was never applied: the op becomes
-// fail, and the new decision is appended as an op of its own.
+// Resolve learns, after the run, what happened to the requests whose
+// attempts got no decision: for every request id with no ok attempt and
+// some attempt that was not refused (4xx), invoked less than maxAge ago (so
+// that the cluster still remembers the id), it sends the same request
+// again until one attempt is answered ok (at most 20 tries). Every probe is
+// recorded as one more attempt of that request (Probe "resolve"); nothing
+// recorded earlier is changed. A duplicate answer says an earlier attempt
+// was applied and what it decided; a fresh decision says none was, and is
+// the request's decision. Operations without a request id cannot be asked
+// about and stay as they are.
 func Resolve(ctx context.Context, cfg Config, ops []history.Op, maxAge time.Duration) []history.Op {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
-	var extra []history.Op
-	for i := range ops {
-		op := &ops[i]
-		if op.Outcome != "info" || cfg.Now().Sub(time.Unix(0, op.Invoke)) > maxAge {
+	type req struct {
+		first, next int  // first attempt's index in ops; next attempt number
+		open        bool // no ok attempt and some attempt not refused
+		decided     bool
+	}
+	reqs := map[[2]string]*req{}
+	var order [][2]string
+	for i, op := range ops {
+		if op.RequestID == "" || op.Kind != history.KindAllow {
 			continue
 		}
-		for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-			node := cfg.Targets[rng.IntN(len(cfg.Targets))]
-			probe := history.Op{Process: -1, Key: op.Key, Kind: op.Kind, Cost: op.Cost, RequestID: op.RequestID, Node: node}
-			probe.Invoke = cfg.Now().UnixNano()
-			outcome, a := attemptOnce(ctx, cfg, node, probe)
-			probe.Complete = cfg.Now().UnixNano()
-			if outcome != "ok" {
-				time.Sleep(100 * time.Millisecond) // the cluster is recovering; bounded by the attempt count
-				continue
+		k := [2]string{op.Key, op.RequestID}
+		r := reqs[k]
+		if r == nil {
+			r = &req{first: i}
+			reqs[k] = r
+			order = append(order, k)
+		}
+		r.next = max(r.next, op.Attempt+1)
+		r.decided = r.decided || op.Outcome == history.OutcomeOK
+		r.open = r.open || !refused(op)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	var probes []history.Op
+	for _, k := range order {
+		r := reqs[k]
+		orig := ops[r.first]
+		if r.decided || !r.open || cfg.Now().Sub(time.Unix(0, orig.Invoke)) > maxAge {
+			continue
+		}
+		for try := 0; try < 20 && ctx.Err() == nil; try++ {
+			probe := history.Op{Process: orig.Process, Key: orig.Key, Kind: orig.Kind, Cost: orig.Cost, RequestID: orig.RequestID,
+				Node: cfg.Targets[rng.IntN(len(cfg.Targets))], Attempt: r.next, Probe: "resolve"}
+			r.next++
+			probe = attemptOnce(ctx, cfg, probe)
+			probes = append(probes, probe)
+			if probe.Outcome == history.OutcomeOK || refused(probe) {
+				break
 			}
-			if a.Duplicate {
-				// The entry may have committed after the original call gave
-				// up, so the op's interval runs until this answer.
-				op.Outcome, op.ResolvedBy = "ok", "resolve"
-				op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp
-				op.Complete = probe.Complete
-			} else {
-				op.Outcome, op.ResolvedBy = "fail", "resolve: never applied"
-				probe.Outcome, probe.ResolvedBy = "ok", "resolve of "+op.RequestID
-				probe.Allowed, probe.Remaining, probe.Limit, probe.Tier, probe.Stamp = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp
-				extra = append(extra, probe)
-			}
-			break
+			time.Sleep(100 * time.Millisecond) // the cluster is recovering; bounded by the try count
 		}
 	}
-	ops = append(ops, extra...)
+	ops = append(ops, probes...)
 	sortByInvoke(ops)
 	return ops
 }

@@ -1,11 +1,16 @@
 package workload
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,12 +18,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/jepsen/checker"
 	"github.com/quorate/quorate/jepsen/history"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
 // startNode runs a real single node behind the real HTTP API on loopback.
 func startNode(t *testing.T) string {
+	t.Helper()
+	return startNodeWith(t, func(h http.Handler) http.Handler { return h })
+}
+
+// startNodeWith is startNode with the API handler wrapped by wrap (to
+// plant a bug in front of a correct node).
+func startNodeWith(t *testing.T, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	n, err := cluster.New(cluster.Options{
 		NodeID: "w1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Groups: 2,
@@ -28,7 +41,7 @@ func startNode(t *testing.T) string {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
-	srv := httptest.NewServer(httpapi.New(n, httpapi.Options{}))
+	srv := httptest.NewServer(wrap(httpapi.New(n, httpapi.Options{})))
 	t.Cleanup(srv.Close)
 	require.Eventually(t, func() bool { return n.Ready(context.Background()) == nil }, 10*time.Second, 10*time.Millisecond)
 	return srv.URL
@@ -88,29 +101,181 @@ func TestResolveLearnsUnknownOutcomes(t *testing.T) {
 	ops := Run(context.Background(), cfg)
 	require.Len(t, ops, 20)
 
-	// Pretend the answer to an applied op was lost, and add an op that was
-	// never sent: Resolve must learn the first and declare the second
-	// never applied, recording the decision its probe caused.
+	// Pretend the answer to an applied attempt was lost, and add an attempt
+	// that never reached the cluster: Resolve must ask about both with
+	// their own request ids, learn the first (a duplicate of the original
+	// decision) and make the second's decision, and change nothing
+	// recorded before.
 	applied := ops[5]
-	ops[5].Outcome, ops[5].Allowed, ops[5].Remaining, ops[5].Stamp = history.OutcomeInfo, false, 0, 0
+	ops[5].Outcome, ops[5].Allowed, ops[5].Remaining, ops[5].Stamp, ops[5].Status = history.OutcomeInfo, false, 0, 0, 0
+	lost := ops[5]
 	never := history.Op{Process: 9, Key: "cold-0", Kind: history.KindAllow, Cost: 1, RequestID: "never-sent",
-		Invoke: time.Now().UnixNano(), Complete: time.Now().UnixNano(), Outcome: history.OutcomeInfo}
+		Invoke: time.Now().UnixNano(), Complete: time.Now().UnixNano(), Outcome: history.OutcomeInfo, Error: "timeout"}
 	ops = append(ops, never)
 
 	ops = Resolve(context.Background(), cfg, ops, time.Minute)
+	require.Len(t, ops, 23, "one probe each")
 	byID := map[string][]history.Op{}
 	for _, op := range ops {
 		byID[op.RequestID] = append(byID[op.RequestID], op)
 	}
 	got := byID[applied.RequestID]
-	require.Len(t, got, 1)
-	assert.Equal(t, history.OutcomeOK, got[0].Outcome)
-	assert.Equal(t, applied.Stamp, got[0].Stamp, "the original decision, not a new one")
-	assert.Equal(t, applied.Remaining, got[0].Remaining)
-	assert.Greater(t, got[0].Complete, applied.Complete, "the interval runs until the answer that resolved it")
+	require.Len(t, got, 2)
+	assert.Equal(t, lost, got[0], "the lost attempt is kept as it was")
+	probe := got[1]
+	assert.Equal(t, "resolve", probe.Probe)
+	assert.Equal(t, 1, probe.Attempt)
+	assert.Equal(t, history.OutcomeOK, probe.Outcome)
+	assert.True(t, probe.Duplicate, "the original decision, not a new one")
+	assert.Equal(t, applied.Stamp, probe.Stamp)
+	assert.Equal(t, applied.Remaining, probe.Remaining)
 
 	got = byID["never-sent"]
-	require.Len(t, got, 2, "the unknown op and the decision its probe caused")
-	outcomes := []string{got[0].Outcome, got[1].Outcome}
-	assert.ElementsMatch(t, []string{history.OutcomeFail, history.OutcomeOK}, outcomes)
+	require.Len(t, got, 2, "the unknown attempt and the probe that decided the request")
+	assert.Equal(t, history.OutcomeInfo, got[0].Outcome)
+	assert.Equal(t, history.OutcomeOK, got[1].Outcome)
+	assert.False(t, got[1].Duplicate, "nothing had been applied: the probe decided")
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		status  int
+		code    string
+		decoded bool
+		want    string
+	}{
+		{200, "", true, history.OutcomeOK},
+		{200, "decode", false, history.OutcomeInfo},
+		{400, "invalid_cost", true, history.OutcomeFail},
+		{413, "body_too_large", true, history.OutcomeFail},
+		{431, "decode", false, history.OutcomeFail},
+		{503, "unavailable", true, history.OutcomeFail},
+		{503, "shutting_down", true, history.OutcomeFail},
+		{503, "timeout", true, history.OutcomeFail},
+		{503, "overloaded", true, history.OutcomeFail},
+		{503, "too_many_clients", true, history.OutcomeFail},
+		{503, "outcome_unknown", true, history.OutcomeInfo},
+		{503, "something_new", true, history.OutcomeInfo},
+		{503, "decode", false, history.OutcomeInfo},
+		{500, "internal", true, history.OutcomeInfo},
+		{502, "decode", false, history.OutcomeInfo},
+	} {
+		assert.Equal(t, tc.want, Classify(tc.status, tc.code, tc.decoded), "%d %s", tc.status, tc.code)
+	}
+}
+
+// TestTransportErrors: a request that never got a connection is fail; one
+// whose connection broke after it was sent is info.
+func TestTransportErrors(t *testing.T) {
+	cfg := config("")
+	cfg.OpTimeout, cfg.Now = 200*time.Millisecond, time.Now
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	op := attemptOnce(context.Background(), cfg, history.Op{Key: "a", Kind: history.KindAllow, Cost: 1, Node: closed})
+	assert.Equal(t, history.OutcomeFail, op.Outcome, "connection refused: nothing was sent")
+	assert.Equal(t, "dial", op.Error)
+
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; the answer never comes
+		}
+	}))
+	t.Cleanup(hang.Close)
+	op = attemptOnce(context.Background(), cfg, history.Op{Key: "a", Kind: history.KindAllow, Cost: 1, Node: hang.URL})
+	assert.Equal(t, history.OutcomeInfo, op.Outcome, "the request was sent: it may have been applied")
+	assert.Equal(t, "send", op.Error)
+	assert.LessOrEqual(t, op.Invoke, op.Complete)
+}
+
+// TestEveryAttemptIsRecorded: a node behind a planted bug that applies the
+// first attempt of some requests and answers 503 unavailable ("nothing was
+// decided"). The workload records the lie and the retry's duplicate answer
+// as two attempts, so the duplicates checker sees an applied request the
+// server called unapplied. Folded into one operation (the old workload),
+// the lie vanished into an ok decision.
+func TestEveryAttemptIsRecorded(t *testing.T) {
+	cfg := config(startNodeWith(t, lying()))
+	cfg.MaxOps = 60
+	ops := Run(context.Background(), cfg)
+	lies := 0
+	for i, op := range ops {
+		if op.Outcome == history.OutcomeFail {
+			lies++
+			assert.Equal(t, 503, op.Status, "op %d", i)
+			assert.Equal(t, "unavailable", op.Error)
+		}
+	}
+	require.Positive(t, lies, "the planted bug lied")
+	res := checker.Duplicates(history.History{Ops: ops}, checker.Params{})
+	assert.False(t, res.Valid, "every lie is an applied request the server said was not")
+	assert.Equal(t, lies, res.Summary["orphaned"])
+
+	// Told that the server answers unavailable ambiguously, the workload
+	// records those answers as unknown, and the duplicates resolve them.
+	cfg = config(startNodeWith(t, lying()))
+	cfg.MaxOps, cfg.Ambiguous503 = 60, []string{"unavailable"}
+	ops = Run(context.Background(), cfg)
+	res = checker.Duplicates(history.History{Ops: ops}, checker.Params{})
+	assert.True(t, res.Valid, res.Failures)
+	assert.Positive(t, res.Summary["resolved_info"])
+}
+
+// lying returns a planted bug for startNodeWith: the first attempt of every
+// request whose id ends in 3 is applied and answered 503 unavailable.
+func lying() func(http.Handler) http.Handler {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var req struct {
+				RequestID string `json:"request_id"`
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			lie := strings.HasSuffix(req.RequestID, "3") && !seen[req.RequestID]
+			seen[req.RequestID] = true
+			mu.Unlock()
+			if !lie {
+				next.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(httptest.NewRecorder(), r) // applied...
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable) // ...and called unapplied
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"no leader"}}`)
+		})
+	}
+}
+
+func TestRepeatsAndAccountKeys(t *testing.T) {
+	cfg := config(startNode(t))
+	cfg.MaxOps, cfg.RepeatFraction, cfg.AccountKeys, cfg.AccountFraction = 100, 1, 2, 0.3
+	ops := Run(context.Background(), cfg)
+	repeats, accounts := 0, 0
+	orig := map[string]history.Op{}
+	for _, op := range ops {
+		require.Equal(t, history.OutcomeOK, op.Outcome)
+		if strings.HasPrefix(op.Key, "acct-") {
+			accounts++
+			assert.Empty(t, op.RequestID, "accounting requests carry no request id")
+			assert.False(t, op.Duplicate)
+			continue
+		}
+		if op.Probe != "repeat" {
+			orig[op.RequestID] = op
+			continue
+		}
+		repeats++
+		o := orig[op.RequestID]
+		assert.True(t, op.Duplicate, "a repeat is answered from memory")
+		assert.Equal(t, []any{o.Allowed, o.Remaining, o.Stamp}, []any{op.Allowed, op.Remaining, op.Stamp})
+	}
+	assert.Positive(t, accounts)
+	assert.Equal(t, 100-accounts, repeats, "every ok operation with a request id was repeated once")
 }

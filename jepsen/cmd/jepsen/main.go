@@ -6,9 +6,11 @@
 //	go run ./jepsen/cmd/jepsen -mix smoke
 //	go run ./jepsen/cmd/jepsen -mix full -seed 7
 //	go run ./jepsen/cmd/jepsen -mix smoke -unsafe   # the negative control: must fail
+//	go run ./jepsen/cmd/jepsen -soak 4              # 4 seeds of every mix, one table
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,28 +37,36 @@ func main() {
 	}
 }
 
-// mixes are the named nemesis combinations; full runs all of them.
+// mixes are the named nemesis combinations; full runs all of them. An
+// interval, if set, replaces the default -interval (restart stops a group
+// leader gracefully about every 2.5 s).
 var mixes = map[string]struct {
-	nodes   int
-	nemeses []string
+	nodes    int
+	nemeses  []string
+	interval time.Duration
 }{
-	"smoke":      {3, []string{"kill", "partition-leader", "clock-bump"}},
-	"crash":      {3, []string{"kill", "kill-leader", "pause"}},
-	"partition":  {3, []string{"partition-one", "partition-leader", "partition-halves"}},
-	"partition5": {5, []string{"partition-ring", "partition-bridge", "kill-minority", "partition-halves"}},
-	"clock":      {3, []string{"clock-bump", "clock-strobe", "partition-leader"}},
-	"membership": {3, []string{"leave-rejoin", "kill"}},
+	"smoke":      {3, []string{"kill", "partition-leader", "clock-bump"}, 0},
+	"crash":      {3, []string{"kill", "kill-leader", "pause"}, 0},
+	"partition":  {3, []string{"partition-one", "partition-leader", "partition-halves"}, 0},
+	"partition5": {5, []string{"partition-ring", "partition-bridge", "kill-minority", "partition-halves"}, 0},
+	"clock":      {3, []string{"clock-bump", "clock-strobe", "partition-leader"}, 0},
+	"membership": {3, []string{"leave-rejoin", "kill"}, 0},
+	"restart":    {3, []string{"term-leader"}, 1250 * time.Millisecond},
 }
 
-var fullOrder = []string{"crash", "partition", "partition5", "clock", "membership"}
+var fullOrder = []string{"crash", "partition", "partition5", "clock", "membership", "restart"}
+
+// defaultInterval is -interval's default for mixes without their own.
+const defaultInterval = 4 * time.Second
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mix := fs.String("mix", "smoke", "smoke, full, one of crash|partition|partition5|clock|membership, or comma-separated nemesis names")
+	mix := fs.String("mix", "smoke", "smoke, full, one of crash|partition|partition5|clock|membership|restart, or comma-separated nemesis names")
 	nodes := fs.Int("nodes", 0, "3 or 5 (default: the mix's)")
-	duration := fs.Duration("duration", 0, "faults and load per run (default 45s for smoke, 150s otherwise)")
-	interval := fs.Duration("interval", 4*time.Second, "length of each fault and of the quiet gap after it")
+	duration := fs.Duration("duration", 0, "faults and load per run (default 45s for smoke, 25s with -soak, 150s otherwise)")
+	interval := fs.Duration("interval", 0, "length of each fault and of the quiet gap after it (default: the mix's, else 4s)")
+	soak := fs.Int("soak", 0, "run this many seeds of every mix (from -seed on) and print one summary table")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the workload and the nemesis schedule")
 	out := fs.String("out", "results", "results folder")
 	unsafe := fs.Bool("unsafe", false, "run the negative control (built with unsafe_decide): the checkers must reject it")
@@ -97,6 +107,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var plans []plan
 	switch {
+	case *soak > 0:
+		for range *soak {
+			for _, n := range fullOrder {
+				plans = append(plans, plan{n, mixes[n].nodes, mixes[n].nemeses})
+			}
+		}
 	case *mix == "full":
 		for _, n := range fullOrder {
 			plans = append(plans, plan{n, mixes[n].nodes, mixes[n].nemeses})
@@ -109,27 +125,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "jepsen: seed %d (replay with -seed %d)\n", *seed, *seed)
 
 	failed := false
+	var table soakTable
+	defer func() {
+		if *soak > 0 {
+			table.print(stdout)
+		}
+	}()
 	for i, p := range plans {
 		if *nodes != 0 {
 			p.nodes = *nodes
 		}
 		d := *duration
-		if d == 0 {
+		switch {
+		case d != 0:
+		case *soak > 0:
+			d = 25 * time.Second
+		case p.name == "smoke":
+			d = 45 * time.Second
+		default:
 			d = 150 * time.Second
-			if p.name == "smoke" {
-				d = 45 * time.Second
-			}
 		}
+		iv := cmp.Or(*interval, mixes[p.name].interval, defaultInterval)
 		sum, err := runner.Run(ctx, runner.Config{
-			Name: p.name, Nodes: p.nodes, Duration: d, Nemeses: p.nemeses, Interval: *interval,
+			Name: p.name, Nodes: p.nodes, Duration: d, Nemeses: p.nemeses, Interval: iv,
 			Seed: *seed + uint64(i), Out: *out, Unsafe: *unsafe, Groups: *groups, RaftTimeout: *raftTimeout,
 			Workers: *workers, HotKeys: 3, ColdKeys: 200, HotCapacity: 20, HotRate: "10",
-			PolicyChanges: true, UseNetns: !*noNetns, Prefix: "qj", Logger: logger, Repo: repo,
+			PolicyChanges: true, AccountKeys: 4, UseNetns: !*noNetns, Prefix: "qj", Logger: logger, Repo: repo,
 		})
 		if err != nil {
 			return fmt.Errorf("run %s: %w", p.name, err)
 		}
 		printSummary(stdout, sum)
+		table.add(sum)
 		failed = failed || !sum.Valid
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -149,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func printSummary(w io.Writer, s runner.Summary) {
 	fmt.Fprintf(w, "\n== %s: %d nodes, nemeses %s, seed %d, netns %v\n", s.Name, s.Nodes, strings.Join(s.Nemeses, ","), s.Seed, s.Netns)
-	fmt.Fprintf(w, "   ops %d (ok %d, info %d = %.2f%%, fail %d), faults %d, results in %s\n", s.Ops, s.OK, s.Info, 100*s.InfoFraction, s.Fail, s.Faults, s.Dir)
+	fmt.Fprintf(w, "   ops %d in %d attempts (ok %d, unknown %d = %.2f%%, never applied %d), faults %d, results in %s\n", s.Ops, s.Attempts, s.OK, s.Info, 100*s.InfoFraction, s.Fail, s.Faults, s.Dir)
 	fl, ql := s.FaultLatency, s.QuietLatency
 	fmt.Fprintf(w, "   latency during faults: %d ops, p50 %.1f ms, p99 %.1f ms, max %.0f ms, %.2f%% retried; outside: %d ops, p50 %.1f ms, p99 %.1f ms, max %.0f ms\n",
 		fl.Ops, fl.P50, fl.P99, fl.Max, 100*fl.Retried, ql.Ops, ql.P50, ql.P99, ql.Max)
