@@ -66,6 +66,7 @@ func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
+		decided  bool // some group's part was decided
 	)
 	for gi, idx := range byGroup {
 		part := make([]fsm.AllowRequest, len(idx))
@@ -79,17 +80,24 @@ func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if firstErr == nil {
+				if firstErr == nil || errors.Is(err, ErrOutcomeUnknown) {
 					firstErr = err
 				}
 				return
 			}
+			decided = true
 			for j, i := range idx {
 				out[i] = ds[j]
 			}
 		}()
 	}
 	wg.Wait()
+	if firstErr != nil && decided && !errors.Is(firstErr, ErrOutcomeUnknown) {
+		// The call fails, but not as "nothing was decided": other groups'
+		// parts were. Retrying the call with its request ids is how the
+		// caller learns them.
+		return nil, fmt.Errorf("%w: part of the batch was decided: %w", ErrOutcomeUnknown, firstErr)
+	}
 	if firstErr != nil {
 		return nil, firstErr
 	}

@@ -42,13 +42,6 @@ func smokeConfig(t *testing.T, seed uint64) Config {
 		Nemeses: []string{"kill-leader", "partition-leader", "clock-bump"},
 		Seed:    seed, Out: t.TempDir(), Groups: 4, RaftTimeout: 300 * time.Millisecond,
 		Workers: 8, HotKeys: 2, ColdKeys: 50, HotCapacity: 20, HotRate: "10",
-		// Today's server still answers 503 unavailable or timeout when the
-		// outcome is unknown (outcome_unknown is landing on main): until
-		// it has landed, make test records those as unknown, so that the
-		// smoke run checks everything else; make jepsen-smoke and
-		// jepsen-soak take the contract at its word and catch them.
-		// TODO: drop Ambiguous503 once main answers outcome_unknown.
-		Ambiguous503:  []string{"unavailable", "timeout"},
 		PolicyChanges: true, AccountKeys: 2, UseNetns: true,
 		// A prefix of this process's own, so that concurrent test runs on
 		// one machine never clean up each other's namespaces.
