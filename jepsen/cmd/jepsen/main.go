@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workers := fs.Int("workers", 12, "concurrent client processes")
 	noNetns := fs.Bool("no-netns", false, "run nodes on 127.0.0.x with process faults only")
 	verbose := fs.Bool("v", false, "log what the harness does")
+	prefix := fs.String("prefix", "qj", "prefix of the network namespaces (runs on one machine at once need different ones)")
 	recheck := fs.String("recheck", "", "run the checkers again on a results folder and print them (no cluster)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -150,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Name: p.name, Nodes: p.nodes, Duration: d, Nemeses: p.nemeses, Interval: iv,
 			Seed: *seed + uint64(i), Out: *out, Unsafe: *unsafe, Groups: *groups, RaftTimeout: *raftTimeout,
 			Workers: *workers, HotKeys: 3, ColdKeys: 200, HotCapacity: 20, HotRate: "10",
-			PolicyChanges: true, AccountKeys: 4, UseNetns: !*noNetns, Prefix: "qj", Logger: logger, Repo: repo,
+			PolicyChanges: true, AccountKeys: 4, UseNetns: !*noNetns, Prefix: *prefix, Logger: logger, Repo: repo,
 		})
 		if err != nil {
 			return fmt.Errorf("run %s: %w", p.name, err)
