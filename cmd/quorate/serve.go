@@ -136,6 +136,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// From here on SIGHUP reloads rather than kills, also while starting.
+	defer sec.reloadOnHangup(logger)()
 
 	if f.raftTimeout < 20*time.Millisecond {
 		return usageError{fmt.Errorf("--raft-timeout must be at least 20ms, got %v", f.raftTimeout)}
@@ -203,7 +205,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		go func() { errc <- srv.Serve(ln) }()
 	}
-	defer sec.reloadOnHangup(logger)()
 	if f.debugAddr != "" {
 		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(faultRoutes), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
