@@ -165,7 +165,7 @@ QUORATE_ARGS="${QUORATE_ARGS:-} $(store_flag "$store")" scripts/cluster.sh up >"
   { cat "$dir/cluster-up.log" >&2; exit 1; }
 cpids=$(cat "$dir"/cluster/node{1,2,3}.pid | paste -sd,)
 urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
-workloads "quorate-3$(store_label "$store")" quorate "$urls" "$cpids" "$urls"
+QUORATE_TOKEN=$(cat "$dir/cluster/token") workloads "quorate-3$(store_label "$store")" quorate "$urls" "$cpids" "$urls"
 scripts/cluster.sh down >/dev/null
 cluster_up=""
 

@@ -10,6 +10,11 @@
 #   scripts/cluster.sh down      stop every node it started (SIGTERM, by PID)
 #
 # Extra serve flags for every node: QUORATE_ARGS="--groups 8".
+#
+# The API takes tokens: `up` writes $DIR/auth.json with one admin token,
+# kept in $DIR/token, new for every cluster (export QUORATE_TOKEN=$(cat
+# $DIR/token) for the CLI; quorate token new --auth-file $DIR/auth.json adds
+# more, loaded by the nodes on SIGHUP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -28,17 +33,26 @@ running() {
   [ -n "$st" ] && [ "$st" != Z ]
 }
 
+# ensure_auth makes the auth file and admin token if the cluster has none.
+ensure_auth() {
+  [ -s "$DIR/auth.json" ] && [ -s "$DIR/token" ] && return
+  rm -f "$DIR/auth.json"
+  (umask 077; "$BIN" token new --name cluster-sh --role admin --auth-file "$DIR/auth.json" 2>/dev/null >"$DIR/token")
+}
+token() { cat "$DIR/token"; }
+
 start() {
   local i=$1 join=""
   [ "$i" -ne 1 ] && join="--join $(ip 1):7072"
   if running "$i"; then echo "node$i already running (pid $(cat "$(pidfile "$i")"))"; return; fi
   mkdir -p "$DIR/node$i"
+  ensure_auth
   # A restarted first node rejoins through the others.
   if [ "$i" -eq 1 ] && [ -f "$DIR/node1/quorate.json" ]; then join="--join $(ip 2):7072,$(ip 3):7072"; fi
   # shellcheck disable=SC2086
   nohup "$BIN" serve --node-id "node$i" --data-dir "$DIR/node$i" \
     --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" \
-    $join ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
+    --auth-file "$DIR/auth.json" $join ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
   echo $! >"$(pidfile "$i")"
   echo "node$i started (pid $!, http://$(ip "$i"):7070, log $DIR/node$i.log)"
 }
@@ -58,7 +72,7 @@ wait_ready() {
 wait_voters() {
   local want=$1
   for _ in $(seq 1 300); do
-    if "$BIN" status --json --addr "$(ip 1):7070" 2>/dev/null | python3 -c '
+    if QUORATE_TOKEN=$(token) "$BIN" status --json --addr "$(ip 1):7070" 2>/dev/null | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 sys.exit(0 if all(len(g.get("voters") or []) == int(sys.argv[1]) and g.get("leader") for g in s["groups"]) else 1)' "$want"; then
@@ -84,6 +98,7 @@ case "${1:-}" in
     for i in $(seq 2 "$NODES"); do wait_ready "$i"; done
     wait_voters "$(( NODES < 3 ? NODES : 3 ))"
     echo "cluster up: http://127.0.0.1:7070 http://127.0.0.2:7070 http://127.0.0.3:7070"
+    echo "admin token: export QUORATE_TOKEN=\$(cat $DIR/token)"
     ;;
   start)
     start "${2:?node number}"; wait_ready "$2"
@@ -96,7 +111,7 @@ case "${1:-}" in
   status)
     for i in $(seq 1 "$NODES"); do
       if running "$i"; then
-        leads=$("$BIN" status --json --addr "$(ip "$i"):7070" 2>/dev/null | python3 -c '
+        leads=$(QUORATE_TOKEN=$(token) "$BIN" status --json --addr "$(ip "$i"):7070" 2>/dev/null | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 print(",".join(g["id"] for g in s["groups"] if g["state"] == "Leader") or "-")' || echo "?")
@@ -117,6 +132,6 @@ print(",".join(g["id"] for g in s["groups"] if g["state"] == "Leader") or "-")' 
     done
     ;;
   *)
-    sed -n '2,12p' "$0"; exit 2
+    sed -n '2,17p' "$0"; exit 2
     ;;
 esac

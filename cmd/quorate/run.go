@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -31,9 +30,13 @@ Usage:
   quorate default set --capacity C --rate R
   quorate status
   quorate leave                                   make the node at --addr leave the cluster and stop
+  quorate token new --name NAME --role decide|read|admin [--auth-file FILE]
+                                                  make an API token and its auth-file entry
 
-Client commands take --addr HOST:PORT (env QUORATE_ADDR, default 127.0.0.1:7070),
---timeout (default 10s) and --json (print the server's JSON answer).
+Client commands take --addr HOST:PORT or URL (env QUORATE_ADDR, default 127.0.0.1:7070),
+--token TOKEN (env QUORATE_TOKEN), --ca-cert FILE (env QUORATE_CA_CERT: verify the
+node's HTTPS certificate with this CA; implies https), --timeout (default 10s) and
+--json (print the server's JSON answer).
 
 Exit codes: 0 success (allow: allowed), 1 error, 2 usage, 3 allow: denied.
 `
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "token":
+		return tokenCommand(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -99,6 +104,8 @@ type cli struct {
 	addr           string
 	timeout        time.Duration
 	json           bool
+	token          string
+	caCert         string
 
 	cost      int64
 	requestID string
@@ -112,6 +119,8 @@ func (cl *cli) runCommand(ctx context.Context, name string, c command, args []st
 	fs.StringVar(&cl.addr, "addr", "127.0.0.1:7070", "address of a quorate node (env QUORATE_ADDR)")
 	fs.DurationVar(&cl.timeout, "timeout", 10*time.Second, "give up after this long")
 	fs.BoolVar(&cl.json, "json", false, "print the server's answer as JSON")
+	fs.StringVar(&cl.token, "token", "", "API token, sent as Authorization: Bearer (env QUORATE_TOKEN)")
+	fs.StringVar(&cl.caCert, "ca-cert", "", "PEM CA certificate that signed the node's HTTPS certificate; implies https (env QUORATE_CA_CERT)")
 	if c.flags != nil {
 		c.flags(fs)
 	}
@@ -122,14 +131,16 @@ func (cl *cli) runCommand(ctx context.Context, name string, c command, args []st
 	if len(pos) != len(c.args) {
 		return usageError{fmt.Errorf("quorate %s takes %d argument(s) (%s), got %d", name, len(c.args), strings.Join(c.args, " "), len(pos))}
 	}
-	if !isSet(fs, "addr") {
-		if err := parseWithEnv(fs, nil); err != nil {
-			return usageError{err}
-		}
+	// Flags not on the command line come from QUORATE_ADDR, QUORATE_TOKEN, ...
+	if err := parseWithEnv(fs, nil); err != nil {
+		return usageError{err}
+	}
+	client, err := cl.client()
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cl.timeout)
 	defer cancel()
-	client := httpapi.NewClient(cl.addr, &http.Client{Timeout: cl.timeout + time.Second})
 	v, err := c.do(ctx, client, pos)
 	if v != nil {
 		if cl.json || c.print == nil {
@@ -157,12 +168,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-}
-
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 func (cl *cli) policyFlags(fs *flag.FlagSet) {

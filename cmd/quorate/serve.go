@@ -48,6 +48,8 @@ type serveFlags struct {
 	reclaim     time.Duration
 	debugAddr   string
 	raftTimeout time.Duration
+	insecure    bool
+	api         apiFlags
 }
 
 func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
@@ -76,6 +78,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
+	fs.BoolVar(&f.insecure, "insecure", false, "start without the protections this node would otherwise require (API tokens on a non-loopback --http-addr), with a warning at every start")
+	f.api.register(fs)
 	return fs, f
 }
 
@@ -132,6 +136,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sec, err := newAPISecurity(f.api, f.httpAddr, f.insecure, logger)
+	if err != nil {
+		return err
+	}
+	// From here on SIGHUP reloads rather than kills, also while starting.
+	defer sec.reloadOnHangup(logger)()
 
 	if f.raftTimeout < 20*time.Millisecond {
 		return usageError{fmt.Errorf("--raft-timeout must be at least 20ms, got %v", f.raftTimeout)}
@@ -180,8 +190,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	api := httpapi.New(node, httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg})
+	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg}, f.insecure))
 	srv := &http.Server{
+		TLSConfig:         sec.tls,
 		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -193,7 +204,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	scheme := "http"
+	if sec.tls != nil {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	if f.debugAddr != "" {
 		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(faultRoutes), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -203,7 +220,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		defer dbg.Close()
 	}
-	logger.Info("quorate serving", "node", f.nodeID, "http", ln.Addr().String(), "data_dir", f.dataDir)
+	logger.Info("quorate serving", "node", f.nodeID, "http", scheme+"://"+ln.Addr().String(), "tokens", sec.auth != nil, "data_dir", f.dataDir)
 
 	left := false
 	select {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorate/quorate/jepsen/netns"
@@ -97,6 +98,8 @@ type Cluster struct {
 	spawner spawner
 
 	recorder recorder // has its own lock
+	// token is the API token Setup made (see auth.go); nil before.
+	token atomic.Pointer[string]
 
 	// mu guards the fields below and each node's proc and paused.
 	mu      sync.Mutex
@@ -208,7 +211,7 @@ func New(opts Options) (*Cluster, error) {
 	if c.useNS {
 		tr.DialContext = netns.Dialer(netns.Path(c.ClientNS()))
 	}
-	c.http = &http.Client{Transport: tr}
+	c.http = &http.Client{Transport: bearer{tr, c}}
 	return c, nil
 }
 
@@ -256,9 +259,10 @@ func (c *Cluster) Nodes() int { return c.opts.Nodes }
 // UsesNetns reports whether the nodes run in network namespaces.
 func (c *Cluster) UsesNetns() bool { return c.useNS }
 
-// HTTPClient is the client the Cluster uses for the nodes' APIs. With
-// namespaces it creates its sockets inside <prefix>-client, so it works
-// from whichever namespace the harness runs in.
+// HTTPClient is the client the Cluster uses for the nodes' APIs; it sends
+// the run's admin token (auth.go). With namespaces it creates its sockets
+// inside <prefix>-client, so it works from whichever namespace the harness
+// runs in.
 func (c *Cluster) HTTPClient() *http.Client { return c.http }
 
 // NodeID is node i's --node-id: "n1", "n2", ...

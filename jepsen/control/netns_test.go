@@ -107,7 +107,7 @@ func TestNetnsSmoke(t *testing.T) {
 	}
 
 	// One decision through the public API, from the client namespace.
-	out, err := c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", "-X", "POST",
+	out, err := c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", "-X", "POST", "-H", "Authorization: Bearer "+c.Token(),
 		"-H", "Content-Type: application/json", "-d", `{"client": "smoke"}`, c.NodeURL(2)+"/v1/allow")
 	require.NoError(t, err)
 	var allow struct {
@@ -116,6 +116,9 @@ func TestNetnsSmoke(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out, &allow), "%s", out)
 	assert.True(t, allow.Allowed, "%s", out)
+	out, err = c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", c.NodeURL(2)+"/v1/cluster")
+	require.NoError(t, err)
+	assert.Equal(t, "401", string(out), "the nodes take tokens: none, no answer")
 	// The harness's own client reaches the nodes from this (root) namespace.
 	leader, err := c.Leader(ctx, "0")
 	require.NoError(t, err)

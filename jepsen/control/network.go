@@ -21,7 +21,8 @@ import (
 	"time"
 )
 
-// Setup creates WorkDir and, with namespaces, the network: the namespaces
+// Setup creates WorkDir and the nodes' auth file (auth.go) and, with
+// namespaces, the network: the namespaces
 // <prefix>-br (bridge br0, up), <prefix>-client and <prefix>-n1..nN, one
 // veth pair from each into the bridge namespace, the addresses, and every
 // loopback up. It installs iptables with apt-get if it is missing. It fails
@@ -37,6 +38,9 @@ func (c *Cluster) Setup(ctx context.Context) error {
 	}
 	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
 		return fmt.Errorf("control: work dir: %w", err)
+	}
+	if err := c.makeToken(ctx); err != nil {
+		return err
 	}
 	if !c.useNS {
 		return c.checkLoopbackFree()

@@ -138,6 +138,7 @@ func (c *Cluster) command(i int, bootstrap bool) []string {
 		"--raft-addr", hp(RaftPort),
 		"--gossip-addr", hp(GossipPort),
 		"--debug-addr", hp(DebugPort),
+		"--auth-file", c.AuthFile(),
 	)
 	if !bootstrap {
 		var join []string

@@ -54,6 +54,7 @@ type config struct {
 	timeout  time.Duration
 	settle   time.Duration
 	jsonOut  bool
+	token    string
 }
 
 // probeTimeoutMs is the server-side deadline each probe asks for; the
@@ -71,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "longest wait for a decision after a kill, per run (at most 2m)")
 	fs.DurationVar(&c.settle, "settle", time.Second, "extra wait once leaders have been stable for 5 s (after startup and after each restart)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the result as JSON")
+	fs.StringVar(&c.token, "token", os.Getenv("QUORATE_TOKEN"), "API token (read and decide); default $QUORATE_TOKEN, else the cluster dir's token file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +93,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.dir = dir
+	if c.token == "" {
+		// scripts/cluster.sh keeps its admin token there.
+		if b, err := os.ReadFile(filepath.Join(dir, "token")); err == nil {
+			c.token = strings.TrimSpace(string(b))
+		}
+	}
 
 	// INT or TERM ends the measuring, but a killed node is still started
 	// again (that is bounded) so the cluster is left whole.
@@ -178,12 +186,12 @@ func newTool(ctx context.Context, c config, log io.Writer) (*tool, error) {
 		ctx:    ctx,
 		c:      c,
 		log:    log,
-		status: &http.Client{Timeout: 2 * time.Second},
-		probe: &http.Client{Transport: &http.Transport{
+		status: &http.Client{Transport: bearer{http.DefaultTransport, c.token}, Timeout: 2 * time.Second},
+		probe: &http.Client{Transport: bearer{&http.Transport{
 			MaxIdleConnsPerHost: 512,
 			IdleConnTimeout:     time.Minute,
 			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		}},
+		}, c.token}},
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".pid")

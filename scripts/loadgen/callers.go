@@ -25,7 +25,7 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 	switch cfg.mode {
 	case "quorate", "gubernator":
 		tr := &http.Transport{MaxIdleConnsPerHost: cfg.conns, MaxConnsPerHost: cfg.conns, IdleConnTimeout: time.Minute}
-		hc := &http.Client{Transport: tr, Timeout: callTimeout}
+		hc := &http.Client{Transport: bearer{tr, cfg.token}, Timeout: callTimeout}
 		if cfg.mode == "gubernator" {
 			return func(target string) (caller, error) {
 				return newGubernatorCaller(hc, target, cfg.policy), nil

@@ -85,6 +85,8 @@ type config struct {
 	duration  time.Duration
 	probePIDs []int
 	probeURLs []string
+	// token is sent as a bearer token to quorate targets and /metrics.
+	token string
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -107,6 +109,7 @@ func run(args []string, stdout io.Writer) error {
 	label := fs.String("label", "", "name of the target in the JSON result and the report")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
+	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,7 +138,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
-		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics),
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token,
 	}
 	for i := range *keys {
 		cfg.keys = append(cfg.keys, *prefix+"-"+strconv.Itoa(i))
@@ -203,7 +206,7 @@ func load(cfg config) (result, error) {
 		}
 	}()
 
-	before, err := probe(cfg.probePIDs, cfg.probeURLs)
+	before, err := probe(cfg.probePIDs, cfg.probeURLs, cfg.token)
 	if err != nil {
 		return result{}, fmt.Errorf("before the run: %w", err)
 	}
@@ -253,7 +256,7 @@ func load(cfg config) (result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := probe(cfg.probePIDs, cfg.probeURLs)
+	after, err := probe(cfg.probePIDs, cfg.probeURLs, cfg.token)
 	if err != nil {
 		return result{}, fmt.Errorf("after the run: %w", err)
 	}

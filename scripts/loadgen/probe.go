@@ -44,7 +44,7 @@ type serverStats struct {
 }
 
 // probe reads the CPU time of pids and the counters of every base URL.
-func probe(pids []int, urls []string) (snapshot, error) {
+func probe(pids []int, urls []string, token string) (snapshot, error) {
 	s := snapshot{cpu: len(pids) > 0, metrics: map[string]float64{}}
 	for _, pid := range pids {
 		t, err := cpuTicks(pid)
@@ -54,7 +54,7 @@ func probe(pids []int, urls []string) (snapshot, error) {
 		s.cpuTicks += t
 	}
 	for _, u := range urls {
-		if err := scrape(u, s.metrics); err != nil {
+		if err := scrape(u, token, s.metrics); err != nil {
 			return s, err
 		}
 	}
@@ -88,15 +88,16 @@ func cpuTicks(pid int) (int64, error) {
 	return utime + stime, nil
 }
 
-// scrape adds base's counters of interest into into.
-func scrape(base string, into map[string]float64) error {
+// scrape adds base's counters of interest into into; token, if not "",
+// is sent as a bearer token.
+func scrape(base, token string, into map[string]float64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/metrics", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: bearer{http.DefaultTransport, token}}).Do(req)
 	if err != nil {
 		return err
 	}

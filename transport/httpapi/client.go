@@ -43,18 +43,25 @@ func (e *APIError) Error() string {
 type Client struct {
 	base string
 	hc   *http.Client
+	// auth is the Authorization header's value, "" for none (WithToken).
+	auth string
 }
 
 // NewClient returns a Client for the node at baseURL ("http://host:port";
 // a bare "host:port" gets "http://"). A nil hc means http.DefaultClient.
-func NewClient(baseURL string, hc *http.Client) *Client {
+// opts add what every call sends, such as WithToken.
+func NewClient(baseURL string, hc *http.Client, opts ...ClientOption) *Client {
 	if !strings.Contains(baseURL, "://") {
 		baseURL = "http://" + baseURL
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Allow asks for cost tokens (0 peeks) for client; a non-empty requestID
@@ -161,6 +168,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		if ms := time.Until(dl).Milliseconds(); ms > 0 {
 			req.Header.Set(TimeoutHeader, strconv.FormatInt(ms, 10))

@@ -151,6 +151,7 @@ func newFSMService(t *testing.T) (*fakeService, *fakeClock) {
 // testServer is a Server on loopback with its own metrics registry.
 type testServer struct {
 	*httptest.Server
+	api *Server
 	reg *prometheus.Registry
 }
 
@@ -158,9 +159,10 @@ func newTestServer(t *testing.T, svc Service, opts Options) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
-	ts := httptest.NewServer(New(svc, opts))
+	api := New(svc, opts)
+	ts := httptest.NewServer(api)
 	t.Cleanup(ts.Close)
-	return &testServer{Server: ts, reg: reg}
+	return &testServer{Server: ts, api: api, reg: reg}
 }
 
 // answer is a response with its body read.

@@ -16,12 +16,19 @@
 //	GET    /readyz                    readiness: 200 when every group has a leader, else 503
 //	GET    /metrics                   Prometheus metrics
 //
+// Every request first passes the guard (access.go): with Options.Auth, a
+// bearer token whose role the route allows (routeAccess, the one table of
+// roles), and for every method that changes state, no cross-origin
+// browser request and no Content-Type but application/json.
+//
 // Every answer is JSON (except /metrics) with Cache-Control: no-store. Errors
 // are {"error":{"code","message"}}; codes are the Code constants, and every
 // 400 names the field at fault. Bad input is refused before it reaches the
 // Service, so it changes nothing. Status mapping:
 //
-//	400 bad input; 404 tier_not_found or not_found; 405 method_not_allowed
+//	400 bad input; 401 unauthenticated (with WWW-Authenticate: Bearer);
+//	403 forbidden, cross_origin or host_not_allowed;
+//	404 tier_not_found or not_found; 405 method_not_allowed
 //	(with Allow); 413 body_too_large; 415 unsupported_media_type;
 //	500 internal (details only in the node's log);
 //	503 unavailable, shutting_down, timeout, not_ready, all with Retry-After: 1.
@@ -90,6 +97,14 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// MaxTimeout caps the deadline a caller may ask for (default 60s).
 	MaxTimeout time.Duration
+	// Auth, when not nil, requires a bearer token on every route but
+	// /healthz and /readyz, with a role the route allows (access.go). Nil
+	// serves every caller.
+	Auth *Authenticator
+	// LoopbackHostOnly refuses requests whose Host header is not a
+	// loopback address or localhost (access.go, guard): for a node without
+	// Auth, so that a web page cannot reach it by DNS rebinding.
+	LoopbackHostOnly bool
 }
 
 func (o Options) withDefaults() Options {
@@ -123,7 +138,11 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	refused *prometheus.CounterVec
+	origins *http.CrossOriginProtection
 	mux     *http.ServeMux
+	// patterns are the registered routes' patterns, in order.
+	patterns []string
 	// bufs holds the buffers bodies are read into and answers encoded into.
 	bufs bufferPool
 }
@@ -149,7 +168,8 @@ func New(svc Service, opts Options) *Server {
 	if gatherer == nil {
 		gatherer, _ = reg.(prometheus.Gatherer)
 	}
-	s := &Server{svc: svc, opts: opts, log: opts.Logger, metrics: newMetrics(reg), mux: http.NewServeMux()}
+	s := &Server{svc: svc, opts: opts, log: opts.Logger, metrics: newMetrics(reg), mux: http.NewServeMux(),
+		refused: newRefusedCounter(reg), origins: http.NewCrossOriginProtection()}
 
 	// Routes that call the Service check their path, then the caller's
 	// deadline (withDeadline), before the handler reads the body. POST
@@ -190,7 +210,8 @@ func New(svc Service, opts Options) *Server {
 	var paths []string
 	for _, rt := range routes {
 		pattern := rt.method + " " + rt.path
-		s.mux.Handle(pattern, s.instrument(pattern, rt.h))
+		s.mux.Handle(pattern, s.instrument(pattern, s.guard(accessOf(pattern), rt.h)))
+		s.patterns = append(s.patterns, pattern)
 		if _, ok := allowed[rt.path]; !ok {
 			paths = append(paths, rt.path)
 		}
@@ -203,15 +224,15 @@ func New(svc Service, opts Options) *Server {
 			methods = append(methods, "HEAD")
 		}
 		allow := strings.Join(methods, ", ")
-		s.mux.Handle(p, s.instrument("other "+p, func(w http.ResponseWriter, r *http.Request) error {
+		s.mux.Handle(p, s.instrument("other "+p, s.guard(anyToken, func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", allow)
 			return &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
 				msg: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, p, allow)}
-		}))
+		})))
 	}
-	s.mux.Handle("/", s.instrument("unmatched", func(w http.ResponseWriter, r *http.Request) error {
+	s.mux.Handle("/", s.instrument("unmatched", s.guard(anyToken, func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, code: CodeNotFound, msg: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)}
-	}))
+	})))
 	return s
 }
 

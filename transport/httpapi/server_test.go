@@ -493,11 +493,12 @@ func TestPanicIsInternal(t *testing.T) {
 }
 
 // A request with several faults is refused for the first one checked: the
-// path, then the deadline header, then the body.
+// path, then the deadline header, then the body. (The guard's checks come
+// before all of these: TestGuardComesFirst. The charset here passes them.)
 func TestCheckOrder(t *testing.T) {
 	svc, _ := newFSMService(t)
 	ts := newTestServer(t, svc, Options{})
-	bad := []string{TimeoutHeader, "soon", "Content-Type", "text/plain"}
+	bad := []string{TimeoutHeader, "soon", "Content-Type", "application/json; charset=latin1"}
 	for _, tt := range []struct {
 		method, path, body string
 		status             int

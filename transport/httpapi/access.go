@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Error codes of the request guard (see guard).
+const (
+	CodeUnauthenticated = "unauthenticated"  // 401: no token, or one the node does not know; with WWW-Authenticate: Bearer
+	CodeForbidden       = "forbidden"        // 403: a known token whose role may not call the route
+	CodeCrossOrigin     = "cross_origin"     // 403: a browser request from another origin to a route that changes state
+	CodeHostNotAllowed  = "host_not_allowed" // 403: a node without auth answers only requests addressed to a loopback host
+)
+
+// access is who may call a route: a set of roles (RoleAdmin may call
+// every route and is not listed), or open.
+type access uint8
+
+const (
+	// adminOnly routes take a RoleAdmin token.
+	adminOnly access = 0
+	// decide routes also take RoleDecide tokens.
+	decide access = 1 << iota
+	// read routes also take RoleRead tokens.
+	read
+	// open routes need no token at all.
+	open
+	// anyToken is what a caller needs to learn that a route does not exist
+	// (404) or lacks a method (405): any known token.
+	anyToken = decide | read
+)
+
+// routeAccess is the one table of who may call which route, by the route's
+// pattern as New registers it. New panics on a route missing here, so a
+// new route cannot be served without a decision about it;
+// TestEveryRouteHasItsRoles walks the registered routes against DESIGN §7
+// (decide: the decision routes; read: every GET; admin: everything).
+var routeAccess = map[string]access{
+	"POST /v1/allow":                   decide,
+	"POST /v1/allow/batch":             decide,
+	"GET /v1/clients/{client}":         decide | read,
+	"PUT /v1/clients/{client}/tier":    adminOnly,
+	"DELETE /v1/clients/{client}/tier": adminOnly,
+	"PUT /v1/tiers/{tier}":             adminOnly,
+	"DELETE /v1/tiers/{tier}":          adminOnly,
+	"GET /v1/tiers":                    read,
+	"PUT /v1/default":                  adminOnly,
+	"GET /v1/cluster":                  read,
+	"POST /v1/leave":                   adminOnly,
+	"GET /metrics":                     read,
+	"GET /healthz":                     open,
+	"GET /readyz":                      open,
+}
+
+// accessOf returns the access of a route pattern, and panics (a
+// programming error, caught by any test that builds a Server) if the
+// table has none.
+func accessOf(pattern string) access {
+	acc, ok := routeAccess[pattern]
+	if !ok {
+		panic(fmt.Sprintf("httpapi: route %q has no entry in routeAccess (access.go): say which roles may call it", pattern))
+	}
+	return acc
+}
+
+func (acc access) allows(r Role) bool {
+	switch r {
+	case RoleAdmin:
+		return true
+	case RoleDecide:
+		return acc&decide != 0
+	case RoleRead:
+		return acc&read != 0
+	}
+	return false
+}
+
+// guard wraps a route's handler with the checks every request passes
+// before it, in this order:
+//
+//  1. With Options.LoopbackHostOnly, the Host header must name a loopback
+//     address or "localhost" (403 host_not_allowed): a node without
+//     tokens is then safe from DNS rebinding, where a web page's own
+//     name is pointed at 127.0.0.1 to make the browser's requests
+//     same-origin.
+//  2. A method that may change state (anything but GET, HEAD, OPTIONS)
+//     must not come from a browser on another origin: Sec-Fetch-Site
+//     other than same-origin or none, or an Origin whose host is not the
+//     request's Host (403 cross_origin; net/http.CrossOriginProtection).
+//  3. Such a method must not carry a Content-Type other than
+//     application/json (415 unsupported_media_type), body or no body. The
+//     types a browser may send cross-origin without asking first
+//     (forms, text/plain) are therefore never acted on, even by a browser
+//     too old for step 2.
+//  4. With Options.Auth, a route that is not open needs a known bearer
+//     token (401 unauthenticated, WWW-Authenticate: Bearer) whose role
+//     the route allows (403 forbidden).
+//
+// Each refusal is counted in quorate_http_refused_total by code.
+func (s *Server) guard(acc access, h handlerFunc) handlerFunc {
+	if acc == open {
+		return h // health checks answer anyone: load balancers carry no tokens
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.check(w, r, acc); err != nil {
+			s.refused.WithLabelValues(err.code).Inc()
+			return err
+		}
+		return h(w, r)
+	}
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request, acc access) *apiError {
+	if s.opts.LoopbackHostOnly && !loopbackHost(r.Host) {
+		return &apiError{status: http.StatusForbidden, code: CodeHostNotAllowed,
+			msg: fmt.Sprintf("Host %q is not a loopback address; a node without --auth-file answers only requests to 127.0.0.1, [::1] or localhost", r.Host)}
+	}
+	if unsafeMethod(r.Method) {
+		if err := s.origins.Check(r); err != nil {
+			return &apiError{status: http.StatusForbidden, code: CodeCrossOrigin,
+				msg: "cross-origin browser requests may not change anything; call the API from a server, not a web page"}
+		}
+		if ct := headerValue(r.Header, "Content-Type"); ct != "" && ct != "application/json" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+					msg: fmt.Sprintf("Content-Type %q is not supported; send application/json, or no Content-Type without a body", ct)}
+			}
+		}
+	}
+	if s.opts.Auth == nil {
+		return nil
+	}
+	tok, ok := s.opts.Auth.identify(bearerToken(headerValue(r.Header, "Authorization")))
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="quorate"`)
+		return &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated,
+			msg: "send a known token as Authorization: Bearer <token>"}
+	}
+	if !acc.allows(tok.role) {
+		return &apiError{status: http.StatusForbidden, code: CodeForbidden,
+			msg: fmt.Sprintf("token %q has role %s, which may not %s %s", tok.name, tok.role, r.Method, r.URL.Path)}
+	}
+	return nil
+}
+
+// unsafeMethod reports whether method may change state (RFC 9110 §9.2.1).
+func unsafeMethod(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
+
+// loopbackHost reports whether a Host header names a loopback IP address
+// or localhost, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newRefusedCounter registers quorate_http_refused_total on reg.
+func newRefusedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_http_refused_total",
+		Help: "Requests refused before their handler, by error code (unauthenticated, forbidden, cross_origin, host_not_allowed, unsupported_media_type).",
+	}, []string{"code"}))
+}
