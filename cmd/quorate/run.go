@@ -32,6 +32,9 @@ Usage:
   quorate leave                                   make the node at --addr leave the cluster and stop
   quorate token new --name NAME --role decide|read|admin [--auth-file FILE]
                                                   make an API token and its auth-file entry
+  quorate recover --data-dir DIR --voters ID=RAFT_ADDR[,ID=RAFT_ADDR...]
+                                                  last resort after losing a majority for good: make
+                                                  these the only voters of every group (node stopped)
 
 Client commands take --addr HOST:PORT or URL (env QUORATE_ADDR, default 127.0.0.1:7070),
 --token TOKEN (env QUORATE_TOKEN), --ca-cert FILE (env QUORATE_CA_CERT: verify the
@@ -73,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, rest, stdout, stderr)
 	case "token":
 		return tokenCommand(rest, stdout, stderr)
+	case "recover":
+		return recoverCommand(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
