@@ -99,7 +99,8 @@ func (d *dedupWindow) dropFront(n int) {
 			d.forgot(e)
 		}
 	}
-	clear(d.order[:n])
+	// The dropped entries are not cleared: a snapshot may still be encoding
+	// them (see FSM.Snapshot). They go when append next moves the array.
 	d.order = d.order[n:]
 	d.head += n
 }

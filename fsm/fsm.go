@@ -113,10 +113,10 @@ type FSM struct {
 	// window ended because the group remembered the most it may (not part
 	// of the replicated state: a metric since the process started).
 	evictedEarly atomic.Uint64
-	tiers        map[string]string
-	buckets      map[string]bucket.State
-	dedup        *dedupWindow // by request id
-	byOrigin     *dedupWindow // requests without an id, by origin
+	tiers        *cowMap[string]       // client → assigned tier
+	buckets      *cowMap[bucket.State] // client → bucket
+	dedup        *dedupWindow          // by request id
+	byOrigin     *dedupWindow          // requests without an id, by origin
 	marks        map[uint32]originMark
 	// idsForgottenUntil is the end of the window of the newest request id
 	// forgotten early (by count): until then a request id the group does
@@ -167,8 +167,8 @@ func (f *FSM) reset() {
 	f.applied = 0
 	f.config = f.initial
 	f.version.Store(f.initial.Version)
-	f.tiers = map[string]string{}
-	f.buckets = map[string]bucket.State{}
+	f.tiers = newCowMap[string]()
+	f.buckets = newCowMap[bucket.State]()
 	forgot := func(e dedupEntry) { f.forget(e.decision.Origin, f.highWater) }
 	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
 	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
@@ -200,7 +200,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out[i] = f.applyBytes(l.Data)
 	}
-	f.nBuckets.Store(int64(len(f.buckets)))
+	f.nBuckets.Store(int64(f.buckets.len()))
 	return out
 }
 
@@ -209,7 +209,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 func (f *FSM) ApplyCommand(data []byte) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	defer func() { f.nBuckets.Store(int64(len(f.buckets))) }()
+	defer func() { f.nBuckets.Store(int64(f.buckets.len())) }()
 	return f.applyBytes(data)
 }
 
@@ -277,13 +277,14 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 }
 
 func (f *FSM) decide(client string, cost, now int64) Decision {
-	tier, p := f.config.Resolve(f.tiers[client])
-	s, ok := f.buckets[client]
+	assigned, _ := f.tiers.get(client)
+	tier, p := f.config.Resolve(assigned)
+	s, ok := f.buckets.get(client)
 	if !ok {
 		s = bucket.New(p, now)
 	}
 	s, d := bucket.Decide(p, s, now, cost)
-	f.buckets[client] = s
+	f.buckets.set(client, s)
 	return Decision{Decision: d, Tier: tier, Stamp: now}
 }
 
@@ -327,11 +328,11 @@ func (f *FSM) setConfig(c bucket.Config) {
 }
 
 func (f *FSM) applySetTier(s SetTier) *SetTierResult {
-	prev := f.tiers[s.Client]
+	prev, _ := f.tiers.get(s.Client)
 	if s.Tier == "" {
-		delete(f.tiers, s.Client)
+		f.tiers.delete(s.Client)
 	} else {
-		f.tiers[s.Client] = s.Tier
+		f.tiers.set(s.Client, s.Tier)
 	}
 	return &SetTierResult{Previous: prev}
 }
@@ -342,12 +343,10 @@ func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
 	f.pruneMarks(now)
 	// Each deletion depends only on its own bucket, so map order cannot
 	// change the outcome.
-	for client, s := range f.buckets {
-		_, p := f.config.Resolve(f.tiers[client])
-		if bucket.IsFull(p, s, now) {
-			delete(f.buckets, client)
-			res.Buckets++
-		}
-	}
+	res.Buckets = f.buckets.deleteIf(func(client string, s bucket.State) bool {
+		assigned, _ := f.tiers.get(client)
+		_, p := f.config.Resolve(assigned)
+		return bucket.IsFull(p, s, now)
+	})
 	return res
 }

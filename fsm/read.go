@@ -67,7 +67,7 @@ func (f *FSM) Buckets() int { return int(f.nBuckets.Load()) }
 func (f *FSM) Known(client string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.buckets[client]
+	_, ok := f.buckets.get(client)
 	return ok
 }
 
@@ -84,7 +84,7 @@ func (f *FSM) Remembered() (byID, byOrigin int) {
 func (f *FSM) Stats() (buckets, assignments, requestIDs int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.buckets), len(f.tiers), f.dedup.len()
+	return f.buckets.len(), f.tiers.len(), f.dedup.len()
 }
 
 // View returns client's state at max(now, high water) without changing it.
@@ -92,9 +92,9 @@ func (f *FSM) View(client string, now int64) ClientView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	now = max(now, f.highWater)
-	assigned := f.tiers[client]
+	assigned, _ := f.tiers.get(client)
 	tier, p := f.config.Resolve(assigned)
-	s, known := f.buckets[client]
+	s, known := f.buckets.get(client)
 	if !known {
 		s = bucket.New(p, now)
 	}

@@ -28,33 +28,41 @@ const (
 // snapshot this version can read.
 var ErrBadSnapshot = errors.New("bad snapshot")
 
-// snapshot is a point-in-time copy of the state, encoded in Persist.
+// snapshot is a point-in-time view of the state, encoded in Persist. The
+// FSM's maps are not copied: their parts are frozen (see cowMap) until
+// Release. A decoded snapshot holds plain maps, in one part each.
 type snapshot struct {
 	applied   uint64
 	highWater int64
 	config    bucket.Config
-	tiers     map[string]string
-	buckets   map[string]bucket.State
-	dedup     []dedupEntry // by request id
-	byOrigin  []dedupEntry // by origin
+	tiers     frozenMap[string]
+	buckets   frozenMap[bucket.State]
+	hold      *snapshotHold // nil for a decoded snapshot
+	dedup     []dedupEntry  // by request id
+	byOrigin  []dedupEntry  // by origin
 	marks     map[uint32]originMark
 	// idsForgottenUntil: see FSM.
 	idsForgottenUntil int64
 }
 
-// Snapshot copies the state; the copy is encoded later, concurrently with
-// new applies. See raft.FSM.
+// Snapshot takes a view of the state, encoded later, concurrently with new
+// applies (see raft.FSM). It holds the FSM's lock for a constant time
+// whatever the state's size: buckets and tier assignments are frozen, not
+// copied (the next write to a frozen part copies that part), and the
+// remembered decisions are append-only slices it keeps a prefix of.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hold := &snapshotHold{}
 	return &snapshot{
 		applied:   f.applied,
 		highWater: f.highWater,
 		config:    f.config,
-		tiers:     maps.Clone(f.tiers),
-		buckets:   maps.Clone(f.buckets),
-		dedup:     slices.Clone(f.dedup.order),
-		byOrigin:  slices.Clone(f.byOrigin.order),
+		tiers:     f.tiers.freeze(hold),
+		buckets:   f.buckets.freeze(hold),
+		hold:      hold,
+		dedup:     f.dedup.order[:len(f.dedup.order):len(f.dedup.order)],
+		byOrigin:  f.byOrigin.order[:len(f.byOrigin.order):len(f.byOrigin.order)],
 		marks:     maps.Clone(f.marks),
 
 		idsForgottenUntil: f.idsForgottenUntil,
@@ -76,13 +84,18 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// Release does nothing: the snapshot holds only copies.
-func (s *snapshot) Release() {}
+// Release lets the FSM write the parts this snapshot froze in place again.
+func (s *snapshot) Release() {
+	if s.hold != nil {
+		s.hold.released.Store(true)
+	}
+}
 
 // MarshalSnapshot returns the snapshot bytes of the current state, exactly
 // as Persist would write them. Tests compare replicas with it.
 func (f *FSM) MarshalSnapshot() []byte {
 	snap, _ := f.Snapshot()
+	defer snap.Release()
 	var buf bytes.Buffer
 	_ = snap.(*snapshot).writeTo(&buf)
 	return buf.Bytes()
@@ -104,17 +117,17 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	b = binary.AppendVarint(b, s.highWater)
 	b = appendConfig(b, s.config)
 
-	b = binary.AppendUvarint(b, uint64(len(s.tiers)))
-	for _, c := range slices.Sorted(maps.Keys(s.tiers)) {
-		b = appendString(b, c)
-		b = appendString(b, s.tiers[c])
+	b = binary.AppendUvarint(b, uint64(s.tiers.len()))
+	for _, e := range s.tiers.sorted() {
+		b = appendString(b, e.k)
+		b = appendString(b, e.v)
 		if err := flush(false); err != nil {
 			return err
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.buckets)))
-	for _, c := range slices.Sorted(maps.Keys(s.buckets)) {
-		st := s.buckets[c]
+	b = binary.AppendUvarint(b, uint64(s.buckets.len()))
+	for _, e := range s.buckets.sorted() {
+		c, st := e.k, e.v
 		b = appendString(b, c)
 		b = binary.AppendVarint(b, st.Tokens)
 		b = binary.AppendVarint(b, st.Carry)
@@ -208,9 +221,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.highWater = s.highWater
 	f.config = s.config
 	f.version.Store(s.config.Version)
-	f.tiers = s.tiers
-	f.buckets = s.buckets
-	f.nBuckets.Store(int64(len(s.buckets)))
+	f.tiers = cowMapOf(s.tiers[0])
+	f.buckets = cowMapOf(s.buckets[0])
+	f.nBuckets.Store(int64(f.buckets.len()))
 	return nil
 }
 
@@ -225,15 +238,17 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	r := &reader{b: data[len(snapshotMagic)+1:]}
 	s := &snapshot{applied: r.uvarint(), highWater: r.varint(), config: r.config()}
 	n := r.count(2)
-	s.tiers = make(map[string]string, n)
+	tiers := make(map[string]string, n)
+	s.tiers = frozenMap[string]{tiers}
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		s.tiers[r.str(MaxClientLen)] = r.str(bucket.MaxTierNameLen)
+		tiers[r.str(MaxClientLen)] = r.str(bucket.MaxTierNameLen)
 	}
 	n = r.count(4)
-	s.buckets = make(map[string]bucket.State, n)
+	buckets := make(map[string]bucket.State, n)
+	s.buckets = frozenMap[bucket.State]{buckets}
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		c := r.str(MaxClientLen)
-		s.buckets[c] = bucket.State{Tokens: r.varint(), Carry: r.varint(), Last: r.varint()}
+		buckets[c] = bucket.State{Tokens: r.varint(), Carry: r.varint(), Last: r.varint()}
 	}
 	n = r.count(9)
 	s.dedup = make([]dedupEntry, 0, n)
@@ -281,12 +296,12 @@ func (s *snapshot) validate() error {
 	if err := Validate(InstallConfig{Config: s.config}); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	for client, tier := range s.tiers {
+	for client, tier := range s.tiers[0] {
 		if err := Validate(SetTier{Client: client, Tier: tier}); err != nil || tier == "" {
 			return fmt.Errorf("tier assignment %q -> %q: invalid", client, tier)
 		}
 	}
-	for client, st := range s.buckets {
+	for client, st := range s.buckets[0] {
 		switch {
 		case client == "" || len(client) > MaxClientLen:
 			return fmt.Errorf("bucket of a client id of %d bytes", len(client))

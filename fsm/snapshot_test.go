@@ -371,3 +371,36 @@ func TestReclaimDeletesFullBuckets(t *testing.T) {
 	d = allowOne(t, f, at(100*year), fsm.AllowRequest{Client: "a", Cost: 2})
 	assert.True(t, d.Allowed, "a reclaimed client starts full")
 }
+
+// A snapshot is a view of the state when it was taken, whatever is applied
+// while it is encoded: the FSM does not copy its maps for a snapshot, it
+// copies a part when it first writes it (and the race detector watches the
+// encoding run beside the applies).
+func TestSnapshotIsAPointInTimeWhileAppliesGoOn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	logs := randomLogs(rng, 4000)
+	f := newFSM(t, snapshotOpts)
+	applyInBatches(t, f, logs[:2000], rng, 20)
+	want := f.MarshalSnapshot()
+
+	snap, err := f.Snapshot()
+	require.NoError(t, err)
+	done := make(chan *memSink)
+	go func() {
+		sink := &memSink{}
+		assert.NoError(t, snap.Persist(sink))
+		done <- sink
+	}()
+	applyInBatches(t, f, logs[2000:], rng, 20)
+	// Reclaim far in the future deletes every bucket that refills.
+	f.ApplyCommand(fsm.Encode(fsm.Reclaim{Stamp: t0 + int64(1000*time.Hour)}))
+	sink := <-done
+	snap.Release()
+	assert.Equal(t, want, sink.buf.Bytes(), "the snapshot changed while applies went on")
+
+	// The live state is the one replaying every entry gives.
+	replay := newFSM(t, snapshotOpts)
+	applyInBatches(t, replay, logs, rng, 50)
+	replay.ApplyCommand(fsm.Encode(fsm.Reclaim{Stamp: t0 + int64(1000*time.Hour)}))
+	assert.Equal(t, replay.MarshalSnapshot(), f.MarshalSnapshot())
+}

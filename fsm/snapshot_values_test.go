@@ -23,8 +23,8 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 			applied:   10,
 			highWater: 5_000,
 			config:    cfg,
-			tiers:     map[string]string{"alice": "free"},
-			buckets:   map[string]bucket.State{"alice": {Tokens: 3 * bucket.Scale, Carry: 7, Last: 4_000}},
+			tiers:     frozenMap[string]{{"alice": "free"}},
+			buckets:   frozenMap[bucket.State]{{"alice": {Tokens: 3 * bucket.Scale, Carry: 7, Last: 4_000}}},
 			dedup: []dedupEntry{
 				{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}},
 				{key: dedupKey{client: "alice", id: "r2"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 4_000}},
@@ -37,11 +37,11 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 	}
 	tests := map[string]func(s *snapshot){
 		"balance above any capacity": func(s *snapshot) {
-			s.buckets["alice"] = bucket.State{Tokens: bucket.MaxCapacity*bucket.Scale + 1, Last: 4_000}
+			s.buckets[0]["alice"] = bucket.State{Tokens: bucket.MaxCapacity*bucket.Scale + 1, Last: 4_000}
 		},
-		"negative balance":         func(s *snapshot) { s.buckets["alice"] = bucket.State{Tokens: -1, Last: 4_000} },
-		"carry of a whole token":   func(s *snapshot) { s.buckets["alice"] = bucket.State{Tokens: 1, Carry: bucket.Scale, Last: 4_000} },
-		"decision after the group": func(s *snapshot) { s.buckets["alice"] = bucket.State{Tokens: 1, Last: 6_000} },
+		"negative balance":         func(s *snapshot) { s.buckets[0]["alice"] = bucket.State{Tokens: -1, Last: 4_000} },
+		"carry of a whole token":   func(s *snapshot) { s.buckets[0]["alice"] = bucket.State{Tokens: 1, Carry: bucket.Scale, Last: 4_000} },
+		"decision after the group": func(s *snapshot) { s.buckets[0]["alice"] = bucket.State{Tokens: 1, Last: 6_000} },
 		"request id twice": func(s *snapshot) {
 			s.dedup = append(s.dedup, dedupEntry{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Stamp: 4_500}})
 		},
@@ -51,7 +51,7 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"origin entry after group": func(s *snapshot) { s.byOrigin[0].decision.Stamp = 6_000 },
 		"mark after the group":     func(s *snapshot) { s.marks[7] = originMark{seq: 3, at: 6_000} },
 		"invalid default":          func(s *snapshot) { s.config.Default = bucket.Policy{Capacity: 0, Rate: 1} },
-		"over-long tier name":      func(s *snapshot) { s.tiers["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
+		"over-long tier name":      func(s *snapshot) { s.tiers[0]["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
 	}
 
 	var good bytes.Buffer
