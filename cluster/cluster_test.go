@@ -82,6 +82,7 @@ func (tc *testCluster) start(i int) {
 		NodeID:            fmt.Sprintf("n%d", i+1),
 		DataDir:           tc.dirs[i],
 		RaftAddr:          tc.raft[i],
+		HTTPAddr:          tc.httpAddr(i),
 		GossipAddr:        tc.gossip[i],
 		Join:              join,
 		Groups:            tc.groups,
@@ -97,6 +98,10 @@ func (tc *testCluster) start(i int) {
 	tc.nodes[i] = n
 	tc.t.Cleanup(func() { _ = n.Close() })
 }
+
+// httpAddr is node i's advertised HTTP address (nothing listens on it: the
+// cluster package serves no HTTP API).
+func (tc *testCluster) httpAddr(i int) string { return fmt.Sprintf("127.0.0.%d:7070", 100+i) }
 
 func (tc *testCluster) stop(i int) {
 	tc.t.Helper()

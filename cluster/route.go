@@ -62,3 +62,43 @@ func (n *Node) onLeader(ctx context.Context, g *group, local func() error, remot
 		}
 	}
 }
+
+// Routes says where each data group is decided, for callers that send each
+// decision straight to its group's leader (GET /v1/routes). A stale table
+// costs one hop: a node that does not lead a group forwards to its leader.
+type Routes struct {
+	// Groups is the number of data groups: a client's group is
+	// GroupOf(client, Groups).
+	Groups int
+	// Version rises whenever a group's leadership changes as this node
+	// sees it: the sum of the groups' raft terms (every election and
+	// leadership transfer starts a new term).
+	Version uint64
+	// Leaders maps a group's index to its leader's HTTP address
+	// (host:port); a group without a known leader is absent.
+	Leaders map[int]string
+}
+
+// Routes returns this node's view of every data group's leader.
+func (n *Node) Routes() Routes {
+	rt := Routes{Groups: len(n.groups), Leaders: map[int]string{}}
+	httpOf := map[string]string{} // raft address → HTTP address
+	if n.members != nil {
+		for _, m := range n.members.snapshot() {
+			if m.state == "alive" {
+				httpOf[m.meta.RaftAddr] = m.meta.HTTPAddr
+			}
+		}
+	}
+	for _, g := range n.groups {
+		rt.Version += g.raft.CurrentTerm()
+		self, addr := n.leaderOf(g)
+		switch {
+		case self && n.opts.HTTPAddr != "":
+			rt.Leaders[g.index] = n.opts.HTTPAddr
+		case httpOf[addr] != "":
+			rt.Leaders[g.index] = httpOf[addr]
+		}
+	}
+	return rt
+}

@@ -190,7 +190,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg}, f.insecure))
+	scheme := "http"
+	if sec.tls != nil {
+		scheme = "https"
+	}
+	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg, Scheme: scheme}, f.insecure))
 	srv := &http.Server{
 		TLSConfig:         sec.tls,
 		Handler:           api,
@@ -204,9 +208,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	scheme := "http"
 	if sec.tls != nil {
-		scheme = "https"
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { errc <- srv.Serve(ln) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/quorate/quorate/bucket"
@@ -187,5 +188,34 @@ func (s *Server) readyz(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: err.Error(), retryAfter: 1}
 	}
 	s.writeJSON(w, http.StatusOK, StatusResponse{Status: "ready"})
+	return nil
+}
+
+// RoutesResponse is the body of GET /v1/routes.
+type RoutesResponse struct {
+	// Groups is the number of data groups.
+	Groups int `json:"groups"`
+	// Hash names how a client id maps to its group: "fnv1a64-mod" is the
+	// 64-bit FNV-1a hash of the id's bytes, modulo Groups.
+	Hash string `json:"hash"`
+	// Version rises whenever a group's leadership changes.
+	Version uint64 `json:"version"`
+	// Leaders maps a group ("0", "1", ...) to its leader's base URL; a
+	// group without a known leader is absent.
+	Leaders map[string]string `json:"leaders"`
+}
+
+// RoutesHash is RoutesResponse.Hash.
+const RoutesHash = "fnv1a64-mod"
+
+// getRoutes answers GET /v1/routes from the node's own view, without a
+// round trip: it is meant to be polled.
+func (s *Server) getRoutes(w http.ResponseWriter, r *http.Request) error {
+	rt := s.svc.Routes()
+	out := RoutesResponse{Groups: rt.Groups, Hash: RoutesHash, Version: rt.Version, Leaders: make(map[string]string, len(rt.Leaders))}
+	for g, addr := range rt.Leaders {
+		out.Leaders[strconv.Itoa(g)] = s.opts.Scheme + "://" + addr
+	}
+	s.writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -34,7 +34,7 @@ func wantRoles(pattern string) []Role {
 		return nil
 	case "POST /v1/allow", "POST /v1/allow/batch":
 		return []Role{RoleDecide, RoleAdmin}
-	case "GET /v1/clients/{client}":
+	case "GET /v1/clients/{client}", "GET /v1/routes":
 		return []Role{RoleDecide, RoleRead, RoleAdmin}
 	}
 	if strings.HasPrefix(pattern, "GET ") {

@@ -35,7 +35,10 @@ type fakeService struct {
 	config        func(ctx context.Context) (bucket.Config, error)
 	status        func(ctx context.Context) (cluster.Status, error)
 	ready         func(ctx context.Context) error
+	routes        cluster.Routes
 }
+
+func (f *fakeService) Routes() cluster.Routes { return f.routes }
 
 var _ Service = (*fakeService)(nil)
 

@@ -12,6 +12,7 @@
 //	GET    /v1/tiers                  default, tiers and the configuration version
 //	PUT    /v1/default                set the default policy
 //	GET    /v1/cluster                cluster.Status
+//	GET    /v1/routes                 RoutesResponse
 //	GET    /healthz                   liveness: 200 while the process serves HTTP
 //	GET    /readyz                    readiness: 200 when every group has a leader, else 503
 //	GET    /metrics                   Prometheus metrics
@@ -101,6 +102,10 @@ type Options struct {
 	// /healthz and /readyz, with a role the route allows (access.go). Nil
 	// serves every caller.
 	Auth *Authenticator
+	// Scheme is how callers reach this node's API and, the cluster's nodes
+	// being configured alike, every node's: "http" (the default) or
+	// "https". GET /v1/routes builds leaders' URLs with it.
+	Scheme string
 	// LoopbackHostOnly refuses requests whose Host header is not a
 	// loopback address or localhost (access.go, guard): for a node without
 	// Auth, so that a web page cannot reach it by DNS rebinding.
@@ -108,6 +113,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	if o.Scheme == "" {
+		o.Scheme = "http"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -185,6 +193,7 @@ func New(svc Service, opts Options) *Server {
 		{"GET", "/v1/tiers", s.withDeadline(nil, s.getTiers)},
 		{"PUT", "/v1/default", s.withDeadline(nil, s.putDefault)},
 		{"GET", "/v1/cluster", s.withDeadline(nil, s.getCluster)},
+		{"GET", "/v1/routes", s.getRoutes},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.withDeadline(nil, s.readyz)},
 	}

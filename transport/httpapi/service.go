@@ -31,6 +31,8 @@ type Service interface {
 	Status(ctx context.Context) (cluster.Status, error)
 	// Ready returns nil when every group has a leader.
 	Ready(ctx context.Context) error
+	// Routes returns where each data group is decided, as this node sees it.
+	Routes() cluster.Routes
 }
 
 // Leaver is implemented by services that can leave their cluster on
