@@ -23,6 +23,8 @@ type nodeMetrics struct {
 	remember  *prometheus.Desc
 	heldBack  *prometheus.Desc
 	refusals  *prometheus.CounterVec
+	diskFree  *prometheus.Desc
+	diskLow   *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -48,6 +50,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 			Name: "quorate_requests_refused_total",
 			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue) or too_many_clients (a new client past --max-clients).",
 		}, []string{"reason"}),
+		diskFree: prometheus.NewDesc("quorate_disk_free_bytes", "Free space of the data dir's file system, as last checked (every second).", nil, nil),
+		diskLow: prometheus.NewDesc("quorate_disk_low",
+			"1 while the data dir's free space is below --min-free-disk: the node refuses new decisions (503 disk_full) and is not ready.", nil, nil),
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
@@ -79,12 +84,14 @@ func (m *nodeMetrics) refused(err error) {
 		m.refusals.WithLabelValues("overloaded").Inc()
 	case errors.Is(err, ErrTooManyClients):
 		m.refusals.WithLabelValues("too_many_clients").Inc()
+	case errors.Is(err, ErrDiskFull):
+		m.refusals.WithLabelValues("disk_full").Inc()
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow} {
 		ch <- d
 	}
 }
@@ -96,6 +103,12 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.syncs()))
+	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(n.diskFree.Load()))
+	low := 0.0
+	if n.diskLow.Load() {
+		low = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
 	if sc, ok := n.opts.Clock.(*stampClock); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}

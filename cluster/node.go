@@ -46,6 +46,10 @@ type Node struct {
 
 	leaving atomic.Bool
 	pending atomic.Int64 // decisions callers of Allow wait for
+	// diskFree and diskLow are the data dir's free space and whether it is
+	// below the reserve, as checkDisk last saw them.
+	diskFree atomic.Int64
+	diskLow  atomic.Bool
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
@@ -225,6 +229,8 @@ func (n *Node) start() error {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
 	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas)
+	n.checkDisk()
+	n.every(diskCheckInterval, nil, n.checkDisk)
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)

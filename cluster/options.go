@@ -79,6 +79,11 @@ type Options struct {
 	// is refused with ErrTooManyClients and known clients are still served
 	// (DefaultMaxClients if zero; negative: no limit).
 	MaxClients int
+	// MinFreeDisk is the free space, in bytes, the node keeps in its data
+	// dir's file system: below it, new decisions are refused with
+	// ErrDiskFull and the node is not ready (DefaultMinFreeDisk if zero;
+	// negative: no check).
+	MinFreeDisk int64
 	// ReclaimInterval is how often a group leader forgets full buckets
 	// (DefaultReclaimInterval if zero; negative disables reclamation).
 	ReclaimInterval time.Duration
@@ -167,6 +172,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultMaxPending
+	}
+	if o.MinFreeDisk == 0 {
+		o.MinFreeDisk = DefaultMinFreeDisk
 	}
 	if o.MaxClients == 0 {
 		o.MaxClients = DefaultMaxClients

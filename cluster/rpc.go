@@ -30,6 +30,7 @@ const (
 	codeOverloaded   = "overloaded"
 	codeTooMany      = "too_many_clients"
 	codeTooManyTiers = "too_many_tiers"
+	codeDiskFull     = "disk_full"
 	codeShuttingDown = "shutting_down"
 	codeInvalid      = "invalid_policy"
 	codeTierName     = "invalid_tier_name"
@@ -59,6 +60,8 @@ func toRPCError(err error) *rpcError {
 		code = codeOverloaded
 	case errors.Is(err, ErrTooManyClients):
 		code = codeTooMany
+	case errors.Is(err, ErrDiskFull):
+		code = codeDiskFull
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = codeUnavailable
 	case errors.Is(err, bucket.ErrInvalidPolicy):
@@ -90,6 +93,8 @@ func (e *rpcError) err() error {
 		return fmt.Errorf("%w (remote: %s)", ErrOverloaded, e.Message)
 	case codeTooMany:
 		return fmt.Errorf("%w (remote: %s)", ErrTooManyClients, e.Message)
+	case codeDiskFull:
+		return fmt.Errorf("%w (remote: %s)", ErrDiskFull, e.Message)
 	case codeInvalid:
 		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidPolicy, e.Message)
 	case codeTierName:

@@ -137,11 +137,15 @@ func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decisio
 	return r.finish(ds, err)
 }
 
-// admitClients refuses reqs if one would create a bucket while the node
-// holds its budget of them (Options.MaxClients). g is the requests' group,
-// or nil to look each client's up. Entries in flight are not counted, so
-// the budget may be passed by what they create.
+// admitClients refuses reqs while the node is low on disk, or if one would
+// create a bucket while the node holds its budget of them
+// (Options.MaxClients). g is the requests' group, or nil to look each
+// client's up. Entries in flight are not counted, so the budget may be
+// passed by what they create.
 func (n *Node) admitClients(g *group, reqs []fsm.AllowRequest) error {
+	if err := n.diskErr(); err != nil {
+		return err
+	}
 	if n.opts.MaxClients < 0 {
 		return nil
 	}
@@ -408,8 +412,12 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 	return c, err
 }
 
-// Ready returns nil when every group has a known leader.
+// Ready returns nil when every group has a known leader and the node has
+// disk to spare.
 func (n *Node) Ready(ctx context.Context) error {
+	if err := n.diskErr(); err != nil {
+		return err
+	}
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)
 		if !self && addr == "" {

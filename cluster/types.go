@@ -27,6 +27,9 @@ var (
 	// (Options.MaxClients): nothing was decided; clients it knows are still
 	// served.
 	ErrTooManyClients = errors.New("too many clients")
+	// ErrDiskFull means the node's data dir is nearly out of space (see
+	// Options.MinFreeDisk): it took no new decision; nothing was appended.
+	ErrDiskFull = errors.New("disk nearly full")
 	// ErrShuttingDown means the node is stopping and took no part of the
 	// request: nothing was appended.
 	ErrShuttingDown = errors.New("node shutting down")

@@ -299,8 +299,11 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
-// Fatalf is called by pebble only when it cannot go on (corruption it
-// cannot recover from): log it and stop.
+// Fatalf is called by pebble only when it cannot go on: corruption it
+// cannot recover from, or a write or fsync of its WAL that failed (a full
+// disk), after which its commit pipeline is broken. Log it and stop the
+// process: the failed batch was never acknowledged, what was synced before
+// it is intact, and a restart replays the WAL.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error(msg, "component", "pebble")

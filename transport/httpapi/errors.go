@@ -41,6 +41,7 @@ const (
 	CodeShuttingDown = "shutting_down"    // this node is stopping: try another
 	CodeOverloaded   = "overloaded"       // the node has more work queued than it takes; nothing was decided
 	CodeTooMany      = "too_many_clients" // a new client past the node's --max-clients; known clients are served
+	CodeDiskFull     = "disk_full"        // the node's data dir is nearly full; nothing was decided
 	CodeTimeout      = "timeout"          // the deadline passed before the answer was applied
 	CodeNotReady     = "not_ready"        // GET /readyz: some group has no leader
 
@@ -83,6 +84,9 @@ func (s *Server) mapError(r *http.Request, err error) *apiError {
 	case errors.Is(err, cluster.ErrTooManyClients):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeTooMany,
 			msg: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided", retryAfter: 1}
+	case errors.Is(err, cluster.ErrDiskFull):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeDiskFull,
+			msg: "this node's disk is nearly full; nothing was decided, retry on another node", retryAfter: 5}
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnknown,
 			msg: "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", retryAfter: 1}

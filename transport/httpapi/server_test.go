@@ -351,6 +351,7 @@ func TestServiceErrorMapping(t *testing.T) {
 		{"outcome unknown", fmt.Errorf("group 2: %w", cluster.ErrOutcomeUnknown), 503, CodeUnknown, "1"},
 		{"overloaded", fmt.Errorf("group 2: %w", cluster.ErrOverloaded), 503, CodeOverloaded, "1"},
 		{"too many clients", fmt.Errorf("x: %w", cluster.ErrTooManyClients), 503, CodeTooMany, "1"},
+		{"disk full", fmt.Errorf("x: %w", cluster.ErrDiskFull), 503, CodeDiskFull, "5"},
 		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), 503, CodeTimeout, "1"},
 		{"invalid policy", fmt.Errorf("x: %w", bucket.ErrInvalidPolicy), 400, CodeInvalidPolicy, ""},
 		{"invalid tier name", fmt.Errorf("x: %w", bucket.ErrInvalidTierName), 400, CodeInvalidTierName, ""},
