@@ -64,9 +64,8 @@ type elapsedClock interface {
 type stampClock struct {
 	base  Clock
 	start time.Time
-	held  atomic.Int64 // ns the last reading was held back by
-	warn  func(ahead time.Duration)
-	once  atomic.Bool // warned
+	held  atomic.Int64              // ns the last reading was held back by
+	warn  func(ahead time.Duration) // called when a stretch held back begins
 }
 
 func newStampClock(base Clock, warn func(ahead time.Duration)) *stampClock {
