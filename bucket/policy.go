@@ -100,6 +100,30 @@ func FormatRate(rate int64) string {
 	return s
 }
 
+// ParsePolicy is the one parser of a policy, for every place one is written
+// by hand (the API's bodies, the --config file, the CLI's flags): capacity
+// and refill_per_second as the literals they were given in (JSON numbers,
+// or flag values), parsed exactly and validated. An empty literal is a
+// missing field. Errors wrap ErrInvalidPolicy and name the field.
+func ParsePolicy(capacity, refillPerSecond string) (Policy, error) {
+	if capacity == "" {
+		return Policy{}, fmt.Errorf("%w: capacity is required", ErrInvalidPolicy)
+	}
+	if refillPerSecond == "" {
+		return Policy{}, fmt.Errorf("%w: refill_per_second is required (0 for a bucket that never refills)", ErrInvalidPolicy)
+	}
+	c, err := ParseCapacity(capacity)
+	if err != nil {
+		return Policy{}, err
+	}
+	r, err := ParseRate(refillPerSecond)
+	if err != nil {
+		return Policy{}, err
+	}
+	p := Policy{Capacity: c, Rate: r}
+	return p, p.Validate()
+}
+
 // ParseRate converts a decimal number of tokens per second (as JSON writes it:
 // "2", "0.25", "1e3") into a nanorate. It rejects values that are negative,
 // too large, not numbers, or finer than one nanotoken per second.

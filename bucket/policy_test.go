@@ -101,3 +101,22 @@ func TestConfigChangesBumpVersionAndCopy(t *testing.T) {
 	_, err = NewConfig(Policy{Capacity: 0, Rate: 1})
 	assert.ErrorIs(t, err, ErrInvalidPolicy, "a node must refuse an invalid default")
 }
+
+func TestParsePolicy(t *testing.T) {
+	p, err := ParsePolicy("5", "0.25")
+	require.NoError(t, err)
+	assert.Equal(t, Policy{Capacity: 5, Rate: Scale / 4}, p)
+	for _, tt := range []struct{ capacity, rate, field string }{
+		{"", "1", "capacity is required"},
+		{"5", "", "refill_per_second is required"},
+		{"0", "1", "capacity must be at least 1"},
+		{"1.5", "1", "capacity must be a whole number"},
+		{"5", "-1", "refill_per_second must not be negative"},
+		{"5", "0.0000000001", "more than 9 decimal places"},
+		{"5", "one", "is not a number"},
+	} {
+		_, err := ParsePolicy(tt.capacity, tt.rate)
+		assert.ErrorIs(t, err, ErrInvalidPolicy, "%q %q", tt.capacity, tt.rate)
+		assert.ErrorContains(t, err, tt.field)
+	}
+}

@@ -26,21 +26,7 @@ type filePolicy struct {
 }
 
 func (p filePolicy) policy() (bucket.Policy, error) {
-	if p.Capacity == "" {
-		return bucket.Policy{}, fmt.Errorf("%w: capacity is missing", bucket.ErrInvalidPolicy)
-	}
-	if p.RefillPerSecond == "" {
-		return bucket.Policy{}, fmt.Errorf("%w: refill_per_second is missing", bucket.ErrInvalidPolicy)
-	}
-	c, err := bucket.ParseCapacity(p.Capacity.String())
-	if err != nil {
-		return bucket.Policy{}, err
-	}
-	r, err := bucket.ParseRate(p.RefillPerSecond.String())
-	if err != nil {
-		return bucket.Policy{}, err
-	}
-	return bucket.Policy{Capacity: c, Rate: r}, nil
+	return bucket.ParsePolicy(p.Capacity.String(), p.RefillPerSecond.String())
 }
 
 // loadConfig reads a --config file; an empty path gives the built-in

@@ -184,15 +184,11 @@ func (cl *cli) policy() (bucket.Policy, error) {
 	if cl.capacity == "" || cl.rate == "" {
 		return bucket.Policy{}, usageError{errors.New("--capacity and --rate are required")}
 	}
-	c, err := bucket.ParseCapacity(cl.capacity)
+	p, err := bucket.ParsePolicy(cl.capacity, cl.rate)
 	if err != nil {
 		return bucket.Policy{}, usageError{err}
 	}
-	r, err := bucket.ParseRate(cl.rate)
-	if err != nil {
-		return bucket.Policy{}, usageError{err}
-	}
-	return bucket.Policy{Capacity: c, Rate: r}, nil
+	return p, nil
 }
 
 func (cl *cli) commands() map[string]command {

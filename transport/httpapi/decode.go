@@ -239,8 +239,8 @@ func decodeBatchStream(body []byte, max int) ([]fsm.AllowRequest, error) {
 }
 
 // decodePolicy parses a policy body {"capacity": N, "refill_per_second": R}.
-// Both members are required; their literals are parsed exactly by
-// bucket.ParseCapacity and bucket.ParseRate, whose messages name the field.
+// Both members are required; their literals are parsed by
+// bucket.ParsePolicy, whose messages name the field.
 func decodePolicy(body []byte) (bucket.Policy, error) {
 	var capLit, rateLit string
 	err := decodeBody(body, func(dec *json.Decoder, name string) error {
@@ -275,14 +275,8 @@ func decodePolicy(body []byte) (bucket.Policy, error) {
 	if rateLit == "" {
 		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "refill_per_second is required (0 for a bucket that never refills)")
 	}
-	var p bucket.Policy
-	if p.Capacity, err = bucket.ParseCapacity(capLit); err != nil {
-		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
-	}
-	if p.Rate, err = bucket.ParseRate(rateLit); err != nil {
-		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
-	}
-	if err := p.Validate(); err != nil {
+	p, err := bucket.ParsePolicy(capLit, rateLit)
+	if err != nil {
 		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
 	}
 	return p, nil

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/quorate/quorate/bucket"
 )
@@ -79,12 +80,7 @@ func PolicyToJSON(p bucket.Policy) PolicyJSON {
 
 // Policy converts p back to a bucket.Policy and validates it.
 func (p PolicyJSON) Policy() (bucket.Policy, error) {
-	rate, err := bucket.ParseRate(p.RefillPerSecond.String())
-	if err != nil {
-		return bucket.Policy{}, err
-	}
-	bp := bucket.Policy{Capacity: p.Capacity, Rate: rate}
-	return bp, bp.Validate()
+	return bucket.ParsePolicy(strconv.FormatInt(p.Capacity, 10), p.RefillPerSecond.String())
 }
 
 // TiersResponse answers GET /v1/tiers.
