@@ -17,6 +17,7 @@ import (
 	"math"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/internal/binenc"
 )
 
 // EnvelopeVersion is the first byte of every encoded command. A node that
@@ -212,27 +213,20 @@ func (a Allow) appendPayload(b []byte) []byte {
 	b = binary.AppendVarint(b, a.Stamp)
 	b = binary.AppendUvarint(b, uint64(len(a.Requests)))
 	for _, r := range a.Requests {
-		b = appendString(b, r.Client)
+		b = binenc.AppendString(b, r.Client)
 		b = binary.AppendUvarint(b, uint64(r.Cost))
-		b = appendString(b, r.RequestID)
+		b = binenc.AppendString(b, r.RequestID)
 		if origins {
 			b = binary.AppendUvarint(b, r.Origin)
-			b = append(b, boolByte(r.Retry))
+			b = binenc.AppendBool(b, r.Retry)
 		}
 	}
 	return b
 }
 
-func boolByte(v bool) byte {
-	if v {
-		return 1
-	}
-	return 0
-}
-
 func (o ConfigOp) appendPayload(b []byte) []byte {
 	b = append(b, byte(o.Kind))
-	b = appendString(b, o.Tier)
+	b = binenc.AppendString(b, o.Tier)
 	return appendPolicy(b, o.Policy)
 }
 
@@ -241,8 +235,8 @@ func (ic InstallConfig) appendPayload(b []byte) []byte {
 }
 
 func (s SetTier) appendPayload(b []byte) []byte {
-	b = appendString(b, s.Client)
-	return appendString(b, s.Tier)
+	b = binenc.AppendString(b, s.Client)
+	return binenc.AppendString(b, s.Tier)
 }
 
 func (r Reclaim) appendPayload(b []byte) []byte {
@@ -357,13 +351,13 @@ func decodeStructure(data []byte) (Command, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, data[1])
 	}
-	r := &reader{b: data[2:]}
+	r := &reader{binenc.Reader{B: data[2:]}}
 	c, err := dec(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, len(r.b))
+	if len(r.B) != 0 {
+		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, len(r.B))
 	}
 	return c, nil
 }
@@ -375,64 +369,59 @@ func decodeAllow(origins bool) decodeFunc {
 		minSize += 2 // origin, flags
 	}
 	return func(r *reader) (Command, error) {
-		a := Allow{Stamp: r.varint()}
-		n := r.uvarint()
+		a := Allow{Stamp: r.Varint()}
+		n := r.Uvarint()
 		// Bound n by the bytes left before allocating.
-		if r.err == nil && n > uint64(len(r.b))/minSize {
-			return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.b))
+		if r.Err == nil && n > uint64(len(r.B))/minSize {
+			return nil, fmt.Errorf("batch of %d requests in %d bytes", n, len(r.B))
 		}
 		a.Requests = make([]AllowRequest, 0, n)
-		for i := uint64(0); i < n && r.err == nil; i++ {
+		for i := uint64(0); i < n && r.Err == nil; i++ {
 			var req AllowRequest
-			req.Client = r.str(maxFieldLen)
-			cost := r.uvarint()
+			req.Client = r.Str(maxFieldLen)
+			cost := r.Uvarint()
 			if cost > math.MaxInt64 {
 				return nil, fmt.Errorf("cost %d does not fit an int64", cost)
 			}
 			req.Cost = int64(cost)
-			req.RequestID = r.str(maxFieldLen)
+			req.RequestID = r.Str(maxFieldLen)
 			if origins {
-				req.Origin = r.uvarint()
-				switch flags := r.byte(); flags {
+				req.Origin = r.Uvarint()
+				switch flags := r.Byte(); flags {
 				case 0, 1:
 					req.Retry = flags == 1
 				default:
-					r.fail("request flags %#x", flags)
+					r.Fail("request flags %#x", flags)
 				}
 			}
 			a.Requests = append(a.Requests, req)
 		}
-		return a, r.err
+		return a, r.Err
 	}
 }
 
 func decodeConfigOp(r *reader) (Command, error) {
-	o := ConfigOp{Kind: ConfigOpKind(r.byte())}
-	o.Tier = r.str(maxFieldLen)
+	o := ConfigOp{Kind: ConfigOpKind(r.Byte())}
+	o.Tier = r.Str(maxFieldLen)
 	o.Policy = r.policy()
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	return o, nil
 }
 
 func decodeInstallConfig(r *reader) (Command, error) {
 	c := r.config()
-	return InstallConfig{Config: c}, r.err
+	return InstallConfig{Config: c}, r.Err
 }
 
 func decodeSetTier(r *reader) (Command, error) {
-	s := SetTier{Client: r.str(maxFieldLen), Tier: r.str(maxFieldLen)}
-	return s, r.err
+	s := SetTier{Client: r.Str(maxFieldLen), Tier: r.Str(maxFieldLen)}
+	return s, r.Err
 }
 
 func decodeReclaim(r *reader) (Command, error) {
-	return Reclaim{Stamp: r.varint()}, r.err
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+	return Reclaim{Stamp: r.Varint()}, r.Err
 }
 
 func appendPolicy(b []byte, p bucket.Policy) []byte {
@@ -448,99 +437,33 @@ func appendConfig(b []byte, c bucket.Config) []byte {
 	names := c.TierNames()
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
-		b = appendString(b, n)
+		b = binenc.AppendString(b, n)
 		b = appendPolicy(b, c.Tiers[n])
 	}
 	return b
 }
 
-// reader decodes primitives, remembering the first error; after an error
-// every read returns a zero value.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf(format, args...)
-	}
-}
-
-func (r *reader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 1 {
-		r.fail("truncated")
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) str(max int) string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(max) {
-		r.fail("string of %d bytes, at most %d allowed", n, max)
-		return ""
-	}
-	if n > uint64(len(r.b)) {
-		r.fail("truncated string")
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
+// reader decodes the log's encodings: binenc's primitives and the fsm's
+// own composites (policies, configurations, decisions).
+type reader struct{ binenc.Reader }
 
 func (r *reader) policy() bucket.Policy {
-	return bucket.Policy{Capacity: r.varint(), Rate: r.varint()}
+	return bucket.Policy{Capacity: r.Varint(), Rate: r.Varint()}
 }
 
 func (r *reader) config() bucket.Config {
-	c := bucket.Config{Version: r.uvarint(), Default: r.policy()}
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b))/3 {
-		r.fail("%d tiers in %d bytes", n, len(r.b))
+	c := bucket.Config{Version: r.Uvarint(), Default: r.policy()}
+	n := r.Uvarint()
+	if r.Err == nil && n > uint64(len(r.B))/3 {
+		r.Fail("%d tiers in %d bytes", n, len(r.B))
 	}
 	c.Tiers = make(map[string]bucket.Policy, min(n, 1024))
 	var prev string
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		name := r.str(maxFieldLen)
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		name := r.Str(maxFieldLen)
 		p := r.policy()
-		if r.err == nil && i > 0 && name <= prev {
-			r.fail("tiers not in strictly increasing order")
+		if r.Err == nil && i > 0 && name <= prev {
+			r.Fail("tiers not in strictly increasing order")
 		}
 		prev = name
 		c.Tiers[name] = p

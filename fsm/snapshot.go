@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/internal/binenc"
 )
 
 // snapshotMagic opens every snapshot; the byte after it is the format
@@ -119,8 +120,8 @@ func (s *snapshot) writeTo(w io.Writer) error {
 
 	b = binary.AppendUvarint(b, uint64(s.tiers.len()))
 	for _, e := range s.tiers.sorted() {
-		b = appendString(b, e.k)
-		b = appendString(b, e.v)
+		b = binenc.AppendString(b, e.k)
+		b = binenc.AppendString(b, e.v)
 		if err := flush(false); err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	b = binary.AppendUvarint(b, uint64(s.buckets.len()))
 	for _, e := range s.buckets.sorted() {
 		c, st := e.k, e.v
-		b = appendString(b, c)
+		b = binenc.AppendString(b, c)
 		b = binary.AppendVarint(b, st.Tokens)
 		b = binary.AppendVarint(b, st.Carry)
 		b = binary.AppendVarint(b, st.Last)
@@ -138,8 +139,8 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.dedup)))
 	for _, e := range s.dedup {
-		b = appendString(b, e.key.client)
-		b = appendString(b, e.key.id)
+		b = binenc.AppendString(b, e.key.client)
+		b = binenc.AppendString(b, e.key.id)
 		b = appendDecision(b, e.decision)
 		if err := flush(false); err != nil {
 			return err
@@ -147,7 +148,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.byOrigin)))
 	for _, e := range s.byOrigin {
-		b = appendString(b, e.key.client)
+		b = binenc.AppendString(b, e.key.client)
 		b = appendDecision(b, e.decision) // its origin is the key's
 		if err := flush(false); err != nil {
 			return err
@@ -173,22 +174,22 @@ func appendDecision(b []byte, d Decision) []byte {
 	b = binary.AppendVarint(b, d.Limit)
 	b = binary.AppendVarint(b, d.RetryAfter)
 	b = binary.AppendVarint(b, d.ResetAfter)
-	b = appendString(b, d.Tier)
+	b = binenc.AppendString(b, d.Tier)
 	b = binary.AppendVarint(b, d.Stamp)
 	return binary.AppendUvarint(b, d.Origin)
 }
 
 func (r *reader) decision(version byte) Decision {
 	var d Decision
-	d.Allowed = r.byte() == 1
-	d.Remaining = r.varint()
-	d.Limit = r.varint()
-	d.RetryAfter = r.varint()
-	d.ResetAfter = r.varint()
-	d.Tier = r.str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
-	d.Stamp = r.varint()
+	d.Allowed = r.Byte() == 1
+	d.Remaining = r.Varint()
+	d.Limit = r.Varint()
+	d.RetryAfter = r.Varint()
+	d.ResetAfter = r.Varint()
+	d.Tier = r.Str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
+	d.Stamp = r.Varint()
 	if version >= 2 {
-		d.Origin = r.uvarint()
+		d.Origin = r.Uvarint()
 	}
 	return d
 }
@@ -235,54 +236,54 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	if version < 1 || version > snapshotVersion {
 		return nil, fmt.Errorf("%w: format version %d, this node reads 1..%d", ErrBadSnapshot, version, snapshotVersion)
 	}
-	r := &reader{b: data[len(snapshotMagic)+1:]}
-	s := &snapshot{applied: r.uvarint(), highWater: r.varint(), config: r.config()}
-	n := r.count(2)
+	r := &reader{binenc.Reader{B: data[len(snapshotMagic)+1:]}}
+	s := &snapshot{applied: r.Uvarint(), highWater: r.Varint(), config: r.config()}
+	n := r.Count(2)
 	tiers := make(map[string]string, n)
 	s.tiers = frozenMap[string]{tiers}
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		tiers[r.str(MaxClientLen)] = r.str(bucket.MaxTierNameLen)
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		tiers[r.Str(MaxClientLen)] = r.Str(bucket.MaxTierNameLen)
 	}
-	n = r.count(4)
+	n = r.Count(4)
 	buckets := make(map[string]bucket.State, n)
 	s.buckets = frozenMap[bucket.State]{buckets}
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		c := r.str(MaxClientLen)
-		buckets[c] = bucket.State{Tokens: r.varint(), Carry: r.varint(), Last: r.varint()}
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		c := r.Str(MaxClientLen)
+		buckets[c] = bucket.State{Tokens: r.Varint(), Carry: r.Varint(), Last: r.Varint()}
 	}
-	n = r.count(9)
+	n = r.Count(9)
 	s.dedup = make([]dedupEntry, 0, n)
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		k := dedupKey{client: r.str(MaxClientLen), id: r.str(MaxRequestIDLen)}
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		k := dedupKey{client: r.Str(MaxClientLen), id: r.Str(MaxRequestIDLen)}
 		s.dedup = append(s.dedup, dedupEntry{key: k, decision: r.decision(version)})
 	}
 	s.marks = map[uint32]originMark{}
 	if version >= 2 {
-		n = r.count(9)
+		n = r.Count(9)
 		s.byOrigin = make([]dedupEntry, 0, n)
-		for i := uint64(0); i < n && r.err == nil; i++ {
-			c := r.str(MaxClientLen)
+		for i := uint64(0); i < n && r.Err == nil; i++ {
+			c := r.Str(MaxClientLen)
 			d := r.decision(version)
 			s.byOrigin = append(s.byOrigin, dedupEntry{key: dedupKey{client: c, origin: d.Origin}, decision: d})
 		}
-		n = r.count(3)
-		for i := uint64(0); i < n && r.err == nil; i++ {
-			e := r.uvarint()
+		n = r.Count(3)
+		for i := uint64(0); i < n && r.Err == nil; i++ {
+			e := r.Uvarint()
 			if e >= 1<<24 {
-				r.fail("origin epoch %#x", e)
+				r.Fail("origin epoch %#x", e)
 			}
 			if _, dup := s.marks[uint32(e)]; dup {
-				r.fail("origin epoch %#x marked twice", e)
+				r.Fail("origin epoch %#x marked twice", e)
 			}
-			s.marks[uint32(e)] = originMark{seq: r.uvarint(), at: r.varint()}
+			s.marks[uint32(e)] = originMark{seq: r.Uvarint(), at: r.Varint()}
 		}
-		s.idsForgottenUntil = r.varint()
+		s.idsForgottenUntil = r.Varint()
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d trailing bytes", len(r.b))
+	if r.Err == nil && len(r.B) != 0 {
+		r.Fail("%d trailing bytes", len(r.B))
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, r.err)
+	if r.Err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, r.Err)
 	}
 	if err := s.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -356,15 +357,4 @@ func (s *snapshot) validateDedup(entries []dedupEntry, byOrigin bool) error {
 		prev = e.decision.Stamp
 	}
 	return nil
-}
-
-// count reads an element count and checks that it could fit in the bytes
-// left, each element taking at least minSize bytes.
-func (r *reader) count(minSize int) uint64 {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)/minSize) {
-		r.fail("%d elements in %d bytes", n, len(r.b))
-		return 0
-	}
-	return n
 }
