@@ -142,9 +142,14 @@ func (f *forwarder) send(items []*fwdItem) {
 	}
 	defer cancel()
 	var resp rpcAllowResp
-	err := f.rpc.call(ctx, f.addr, "/internal/allow", req, &resp)
+	data, err := f.rpc.post(ctx, f.addr, "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	if err == nil {
+		if resp, err = decodeAllowResp(data); err != nil {
+			err = fmt.Errorf("%w: %s: %w", ErrOutcomeUnknown, f.addr, err)
+		}
+	}
 	if err == nil && len(resp.Items) != len(live) {
-		err = fmt.Errorf("forward to %s: %d answers for %d items", f.addr, len(resp.Items), len(live))
+		err = fmt.Errorf("%w: forward to %s: %d answers for %d items", ErrOutcomeUnknown, f.addr, len(resp.Items), len(live))
 	}
 	for i, it := range live {
 		switch {

@@ -405,17 +405,16 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: long, Tier: "free"})
 	assert.ErrorIs(t, err, fsm.ErrInvalidCommand, "set-tier with a 300-byte client id")
 
-	var resp rpcAllowResp
 	other := 0
 	for GroupOf("alice", len(n.groups)) == other {
 		other++
 	}
-	require.NoError(t, n.rpc.call(ctx(t), n.RaftAddr(), "/internal/allow", rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
 		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
 		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: GroupOf("alice", len(n.groups)), Requests: []fsm.AllowRequest{{Client: "alice", Cost: bucket.MaxCost + 1}}},
-	}}, &resp))
+	}})
 	require.Len(t, resp.Items, 4)
 	for i, it := range resp.Items {
 		if assert.NotNil(t, it.Error, "item %d was decided", i) {
@@ -485,13 +484,12 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	n := startNode(t, t.TempDir(), newManualClock())
 	late, early := "late-caller", "early-caller"
-	var resp rpcAllowResp
-	require.NoError(t, n.rpc.call(ctx(t), n.RaftAddr(), "/internal/allow", rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
 			Deadline: time.Now().Add(-time.Second).UnixNano()},
 		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
 			Deadline: time.Now().Add(time.Minute).UnixNano()},
-	}}, &resp))
+	}})
 	require.Len(t, resp.Items, 2)
 	assert.NotNil(t, resp.Items[0].Error, "the item past its deadline was decided")
 	if assert.Nil(t, resp.Items[1].Error) {
@@ -585,4 +583,14 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	cfg, err := n.Config(ctx(t))
 	require.NoError(t, err)
 	assert.NotContains(t, cfg.Tiers, "late")
+}
+
+// forward sends req to n's /internal/allow as a peer would.
+func forward(t *testing.T, n *Node, req rpcAllowReq) rpcAllowResp {
+	t.Helper()
+	data, err := n.rpc.post(ctx(t), n.RaftAddr(), "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	require.NoError(t, err)
+	resp, err := decodeAllowResp(data)
+	require.NoError(t, err)
+	return resp
 }

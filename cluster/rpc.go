@@ -145,13 +145,19 @@ type (
 func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /internal/allow", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxRPCBody))
 		var req rpcAllowReq
-		ctx, cancel, ok := decodeRPC(w, r, &req)
-		if !ok {
+		if err == nil {
+			req, err = decodeAllowReq(body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		ctx, cancel := callerContext(r)
 		defer cancel()
-		writeRPC(w, n.allowLocalItems(ctx, req.Items))
+		w.Header().Set("Content-Type", allowContentType)
+		_, _ = w.Write(appendAllowResp(nil, n.allowLocalItems(ctx, req.Items)))
 	})
 	handleRPC(mux, "/internal/client", func(ctx context.Context, req rpcClientReq) (fsm.ClientView, error) {
 		return n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
@@ -195,16 +201,24 @@ func handleRPC[Req, Resp any](mux *http.ServeMux, path string, fn func(context.C
 	})
 }
 
+// maxRPCBody bounds what an internal call may send or answer.
+const maxRPCBody = 64 << 20
+
 func decodeRPC(w http.ResponseWriter, r *http.Request, v any) (context.Context, context.CancelFunc, bool) {
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(v); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxRPCBody)).Decode(v); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return nil, nil, false
 	}
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if ns, err := strconv.ParseInt(r.Header.Get(deadlineHeader), 10, 64); err == nil {
-		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, ns))
-	}
+	ctx, cancel := callerContext(r)
 	return ctx, cancel, true
+}
+
+// callerContext is r's context with the calling node's caller's deadline.
+func callerContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if ns, err := strconv.ParseInt(r.Header.Get(deadlineHeader), 10, 64); err == nil {
+		return context.WithDeadline(r.Context(), time.Unix(0, ns))
+	}
+	return r.Context(), func() {}
 }
 
 func writeRPC(w http.ResponseWriter, v any) {
@@ -225,19 +239,32 @@ type rpcClient struct {
 	hc *http.Client
 }
 
-// call posts in to path on the node at addr (its raft address) and decodes
-// the answer into out. A failure to reach the node before sending counts
-// as errNotLeader (nothing happened there); a failure after is ambiguous.
+// call posts in to path on the node at addr (its raft address) as JSON and
+// decodes the answer into out. See post.
 func (c *rpcClient) call(ctx context.Context, addr, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	data, err := c.post(ctx, addr, path, "application/json", body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %s%s: reading the answer: %v", ErrOutcomeUnknown, addr, path, err)
+	}
+	return nil
+}
+
+// post sends body to path on the node at addr and returns the answer's
+// body. A failure to reach the node before sending counts as errNotLeader
+// (nothing happened there); a failure after is ErrOutcomeUnknown.
+func (c *rpcClient) post(ctx context.Context, addr, path, contentType string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
 	if d, ok := ctx.Deadline(); ok {
 		req.Header.Set(deadlineHeader, strconv.FormatInt(d.UnixNano(), 10))
 	}
@@ -246,27 +273,28 @@ func (c *rpcClient) call(ctx context.Context, addr, path string, in, out any) er
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			// Never reached the node: nothing happened there.
-			return fmt.Errorf("%w: %s%s: %v", errNotLeader, addr, path, err)
+			return nil, fmt.Errorf("%w: %s%s: %v", errNotLeader, addr, path, err)
 		}
 		// Sent, perhaps acted on, and the answer lost.
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %s%s: %w", ErrOutcomeUnknown, addr, path, ctx.Err())
+			return nil, fmt.Errorf("%w: %s%s: %w", ErrOutcomeUnknown, addr, path, ctx.Err())
 		}
-		return fmt.Errorf("%w: %s%s: %v", ErrOutcomeUnknown, addr, path, err)
+		return nil, fmt.Errorf("%w: %s%s: %v", ErrOutcomeUnknown, addr, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		err := fmt.Errorf("%s%s: HTTP %d: %s", addr, path, resp.StatusCode, bytes.TrimSpace(msg))
 		if resp.StatusCode >= 500 {
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
-		return err // refused before anything was done
+		return nil, err // refused before anything was done
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%w: %s%s: reading the answer: %v", ErrOutcomeUnknown, addr, path, err)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCBody))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s%s: reading the answer: %v", ErrOutcomeUnknown, addr, path, err)
 	}
-	return nil
+	return data, nil
 }
 
 // callResult is call for handlers answering rpcResp.

@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/binenc"
+)
+
+// Forwarded decisions (POST /internal/allow) travel in a binary format of
+// their own, written and read field by field: a Go field renamed on one
+// node can never change what nodes say to each other, and a busy node
+// spends no time on JSON. The first byte is the format's version; a node
+// refuses a version it does not know (400, nothing decided).
+//
+//	request:  version, count, then per item: group, deadline (Unix ns, 0:
+//	          none), count, then per request: client, cost, request id,
+//	          origin, retry
+//	response: version, count, then per item: 0 and its decisions, or 1 and
+//	          an error code and message; a decision is a flags byte
+//	          (allowed, duplicate, maybe duplicate, unresolved), remaining,
+//	          limit, retry after, reset after, tier, stamp, origin
+const (
+	allowWireVersion = 1
+	allowContentType = "application/x-quorate-allow"
+)
+
+// maxWireString bounds a string's length on the wire, far above every rule.
+const maxWireString = 1 << 16
+
+// Decision flags on the wire.
+const (
+	wireAllowed = 1 << iota
+	wireDuplicate
+	wireMaybeDuplicate
+	wireUnresolved
+)
+
+func appendAllowReq(b []byte, req rpcAllowReq) []byte {
+	b = append(b, allowWireVersion)
+	b = binary.AppendUvarint(b, uint64(len(req.Items)))
+	for _, it := range req.Items {
+		b = binary.AppendUvarint(b, uint64(it.Group))
+		b = binary.AppendVarint(b, it.Deadline)
+		b = binary.AppendUvarint(b, uint64(len(it.Requests)))
+		for _, r := range it.Requests {
+			b = binenc.AppendString(b, r.Client)
+			b = binary.AppendUvarint(b, uint64(r.Cost))
+			b = binenc.AppendString(b, r.RequestID)
+			b = binary.AppendUvarint(b, r.Origin)
+			b = binenc.AppendBool(b, r.Retry)
+		}
+	}
+	return b
+}
+
+// decodeAllowReq reads a request; the requests are checked later, like a
+// caller's (checkItem, fsm.Validate).
+func decodeAllowReq(data []byte) (rpcAllowReq, error) {
+	r := &binenc.Reader{B: data}
+	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
+		return rpcAllowReq{}, fmt.Errorf("forwarded decisions in format %d, this node reads %d", v, allowWireVersion)
+	}
+	var req rpcAllowReq
+	n := r.Count(3)
+	req.Items = make([]rpcAllowItem, 0, n)
+	for range n {
+		it := rpcAllowItem{Group: int(min(r.Uvarint(), 1<<31)), Deadline: r.Varint()}
+		m := r.Count(5)
+		it.Requests = make([]fsm.AllowRequest, 0, m)
+		for range m {
+			// Lengths and costs are only bounded here; the rules are
+			// checked per item, like a caller's (checkItem, fsm.Validate).
+			q := fsm.AllowRequest{Client: r.Str(maxWireString)}
+			q.Cost = int64(min(r.Uvarint(), bucket.MaxCost+1))
+			q.RequestID = r.Str(maxWireString)
+			q.Origin = r.Uvarint()
+			q.Retry = r.Bool()
+			it.Requests = append(it.Requests, q)
+		}
+		req.Items = append(req.Items, it)
+	}
+	return req, wireErr(r)
+}
+
+func appendAllowResp(b []byte, resp rpcAllowResp) []byte {
+	b = append(b, allowWireVersion)
+	b = binary.AppendUvarint(b, uint64(len(resp.Items)))
+	for _, it := range resp.Items {
+		if it.Error != nil {
+			b = append(b, 1)
+			b = binenc.AppendString(b, it.Error.Code)
+			b = binenc.AppendString(b, it.Error.Message)
+			continue
+		}
+		b = append(b, 0)
+		b = binary.AppendUvarint(b, uint64(len(it.Decisions)))
+		for _, d := range it.Decisions {
+			b = append(b, decisionFlags(d))
+			b = binary.AppendVarint(b, d.Remaining)
+			b = binary.AppendVarint(b, d.Limit)
+			b = binary.AppendVarint(b, d.RetryAfter)
+			b = binary.AppendVarint(b, d.ResetAfter)
+			b = binenc.AppendString(b, d.Tier)
+			b = binary.AppendVarint(b, d.Stamp)
+			b = binary.AppendUvarint(b, d.Origin)
+		}
+	}
+	return b
+}
+
+func decisionFlags(d fsm.Decision) byte {
+	var f byte
+	if d.Allowed {
+		f |= wireAllowed
+	}
+	if d.Duplicate {
+		f |= wireDuplicate
+	}
+	if d.MaybeDuplicate {
+		f |= wireMaybeDuplicate
+	}
+	if d.Unresolved {
+		f |= wireUnresolved
+	}
+	return f
+}
+
+func decodeAllowResp(data []byte) (rpcAllowResp, error) {
+	r := &binenc.Reader{B: data}
+	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
+		return rpcAllowResp{}, fmt.Errorf("decisions in format %d, this node reads %d", v, allowWireVersion)
+	}
+	var resp rpcAllowResp
+	n := r.Count(2)
+	resp.Items = make([]rpcAllowResult, 0, n)
+	for range n {
+		var it rpcAllowResult
+		switch kind := r.Byte(); kind {
+		case 0:
+			m := r.Count(8)
+			it.Decisions = make([]fsm.Decision, 0, m)
+			for range m {
+				var d fsm.Decision
+				f := r.Byte()
+				d.Allowed, d.Duplicate = f&wireAllowed != 0, f&wireDuplicate != 0
+				d.MaybeDuplicate, d.Unresolved = f&wireMaybeDuplicate != 0, f&wireUnresolved != 0
+				d.Remaining, d.Limit = r.Varint(), r.Varint()
+				d.RetryAfter, d.ResetAfter = r.Varint(), r.Varint()
+				d.Tier = r.Str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
+				d.Stamp, d.Origin = r.Varint(), r.Uvarint()
+				it.Decisions = append(it.Decisions, d)
+			}
+		case 1:
+			it.Error = &rpcError{Code: r.Str(64), Message: r.Str(1 << 16)}
+		default:
+			r.Fail("answer kind %d", kind)
+		}
+		resp.Items = append(resp.Items, it)
+	}
+	return resp, wireErr(r)
+}
+
+// wireErr is the reader's error, or an error for bytes left over.
+func wireErr(r *binenc.Reader) error {
+	if r.Err == nil && len(r.B) > 0 {
+		r.Fail("%d bytes after the end", len(r.B))
+	}
+	if r.Err != nil {
+		return fmt.Errorf("forwarded decisions: %w", r.Err)
+	}
+	return nil
+}

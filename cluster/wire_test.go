@@ -1,0 +1,70 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+func TestAllowWireRoundTrips(t *testing.T) {
+	req := rpcAllowReq{Items: []rpcAllowItem{
+		{Group: 3, Deadline: 1_700_000_000_123, Requests: []fsm.AllowRequest{
+			{Client: "alice", Cost: 2, RequestID: "r-1", Origin: fsm.MakeOrigin(9, 4), Retry: true},
+			{Client: "bob", Cost: 0},
+		}},
+		{Group: 0, Requests: []fsm.AllowRequest{}},
+	}}
+	got, err := decodeAllowReq(appendAllowReq(nil, req))
+	require.NoError(t, err)
+	assert.Equal(t, req, got)
+
+	resp := rpcAllowResp{Items: []rpcAllowResult{
+		{Decisions: []fsm.Decision{
+			{Decision: bucket.Decision{Allowed: true, Remaining: 4 * bucket.Scale, Limit: 5, RetryAfter: 0, ResetAfter: -1}, Tier: "free", Stamp: 77, Origin: 12, Duplicate: true},
+			{Decision: bucket.Decision{Limit: 1, RetryAfter: 9}, Tier: "default", Stamp: 78, MaybeDuplicate: true},
+			{Unresolved: true, Stamp: 79},
+		}},
+		{Error: &rpcError{Code: codeUnknown, Message: "lost"}},
+		{Decisions: []fsm.Decision{}},
+	}}
+	gotResp, err := decodeAllowResp(appendAllowResp(nil, resp))
+	require.NoError(t, err)
+	assert.Equal(t, resp, gotResp)
+}
+
+func TestAllowWireRefusesWhatItCannotRead(t *testing.T) {
+	good := appendAllowReq(nil, rpcAllowReq{Items: []rpcAllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1}}}}})
+	for name, data := range map[string][]byte{
+		"empty":         nil,
+		"other version": append([]byte{2}, good[1:]...),
+		"truncated":     good[:len(good)-1],
+		"trailing":      append(append([]byte{}, good...), 0),
+		"bad retry":     append(append([]byte{}, good[:len(good)-1]...), 7),
+		"huge count":    {allowWireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f},
+	} {
+		_, err := decodeAllowReq(data)
+		assert.Error(t, err, name)
+	}
+}
+
+func FuzzDecodeAllowWire(f *testing.F) {
+	f.Add(appendAllowReq(nil, rpcAllowReq{Items: []rpcAllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, Origin: 5}}}}}))
+	f.Add(appendAllowResp(nil, rpcAllowResp{Items: []rpcAllowResult{{Decisions: []fsm.Decision{{Tier: "x"}}}, {Error: &rpcError{Code: "c"}}}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Never panics; what decodes encodes back to the same bytes.
+		if req, err := decodeAllowReq(data); err == nil {
+			again, err := decodeAllowReq(appendAllowReq(nil, req))
+			require.NoError(t, err)
+			require.Equal(t, req, again)
+		}
+		if resp, err := decodeAllowResp(data); err == nil {
+			again, err := decodeAllowResp(appendAllowResp(nil, resp))
+			require.NoError(t, err)
+			require.Equal(t, resp, again)
+		}
+	})
+}
