@@ -377,8 +377,8 @@ func (n *Node) wantedConfig() bucket.Config {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
-			if c, err := callResult[bucket.Config](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && c.Version > want.Version {
-				want = c
+			if w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
+				want = w.config()
 			}
 		}
 	}

@@ -159,24 +159,31 @@ func (n *Node) rpcHandler() http.Handler {
 		w.Header().Set("Content-Type", allowContentType)
 		_, _ = w.Write(appendAllowResp(nil, n.allowLocalItems(ctx, req.Items)))
 	})
-	handleRPC(mux, "/internal/client", func(ctx context.Context, req rpcClientReq) (fsm.ClientView, error) {
-		return n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
+	handleRPC(mux, "/internal/client", func(ctx context.Context, req rpcClientReq) (wireClientView, error) {
+		v, err := n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
+		return toWireClientView(v), err
 	})
 	handleRPC(mux, "/internal/set-tier", func(ctx context.Context, req rpcClientReq) (struct{}, error) {
 		_, err := n.groupFor(req.Client).applyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
 		return struct{}{}, err
 	})
-	handleRPC(mux, "/internal/config-op", n.changeConfigLocal)
-	handleRPC(mux, "/internal/config", func(ctx context.Context, _ struct{}) (bucket.Config, error) {
-		if err := n.meta.verifyRead(ctx); err != nil {
-			return bucket.Config{}, err
+	handleRPC(mux, "/internal/config-op", func(ctx context.Context, w wireConfigOp) (ConfigChange, error) {
+		op, err := w.op()
+		if err != nil {
+			return ConfigChange{}, err
 		}
-		return n.meta.fsm.Config(), nil
+		return n.changeConfigLocal(ctx, op)
+	})
+	handleRPC(mux, "/internal/config", func(ctx context.Context, _ struct{}) (wireConfig, error) {
+		if err := n.meta.verifyRead(ctx); err != nil {
+			return wireConfig{}, err
+		}
+		return toWireConfig(n.meta.fsm.Config()), nil
 	})
 	// A hint from the meta leader that a new configuration is committed:
-	// reconcile now rather than at the next tick. The body (the pushed
-	// configuration, sent by older nodes) is ignored: see configHint.
-	handleRPC(mux, "/internal/install-config", func(_ context.Context, _ bucket.Config) (struct{}, error) {
+	// reconcile now rather than at the next tick. The body says nothing (a
+	// configuration from older nodes, ignored): see configHint.
+	handleRPC(mux, "/internal/install-config", func(_ context.Context, _ struct{}) (struct{}, error) {
 		n.configHint()
 		return struct{}{}, nil
 	})

@@ -221,7 +221,8 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 	err := n.onLeader(ctx, g,
 		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
 		func(addr string) (err error) {
-			v, err = callResult[fsm.ClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
+			w, err := callResult[wireClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
+			v = w.view()
 			return readErr(err)
 		})
 	return v, err
@@ -272,7 +273,7 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 	err := n.onLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
 		func(addr string) (err error) {
-			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", op)
+			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", toWireConfigOp(op))
 			return err
 		})
 	return cc, err
@@ -299,15 +300,15 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 	if cr.Err != nil {
 		return ConfigChange{}, cr.Err
 	}
-	n.pushConfig(n.meta.fsm.Config())
+	n.pushConfig()
 	return n.waitApplied(ctx, cr.Version), nil
 }
 
 // pushConfig tells every node that a configuration is committed, so that
 // group leaders install it without waiting for their next reconcile tick.
-// Each node fetches it from the meta group (see configHint); cfg is still
-// sent for nodes that predate that.
-func (n *Node) pushConfig(cfg bucket.Config) {
+// The push carries nothing: each node fetches the configuration from the
+// meta group (see configHint).
+func (n *Node) pushConfig() {
 	n.triggerReconcile() // this node leads the meta group: its replica is current
 	for _, m := range n.members.snapshot() {
 		if m.state != "alive" {
@@ -316,7 +317,7 @@ func (n *Node) pushConfig(cfg bucket.Config) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if _, err := callResult[struct{}](ctx, n.rpc, m.meta.RaftAddr, "/internal/install-config", cfg); err != nil {
+			if _, err := callResult[struct{}](ctx, n.rpc, m.meta.RaftAddr, "/internal/install-config", struct{}{}); err != nil {
 				n.logger.Debug("config push failed", "to", m.meta.ID, "err", err)
 			}
 		}()
@@ -406,7 +407,8 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 			return nil
 		},
 		func(addr string) (err error) {
-			c, err = callResult[bucket.Config](ctx, n.rpc, addr, "/internal/config", struct{}{})
+			w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
+			c = w.config()
 			return readErr(err)
 		})
 	return c, err

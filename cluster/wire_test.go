@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,36 @@ func FuzzDecodeAllowWire(f *testing.F) {
 			require.Equal(t, resp, again)
 		}
 	})
+}
+
+func TestJSONWireTypesRoundTrip(t *testing.T) {
+	for _, op := range []fsm.ConfigOp{
+		{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 9, Rate: bucket.Scale / 3}},
+		{Kind: fsm.OpDeleteTier, Tier: "pro"},
+		{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1, Rate: 0}},
+	} {
+		got, err := roundTrip(t, toWireConfigOp(op)).op()
+		require.NoError(t, err)
+		assert.Equal(t, op, got)
+	}
+	_, err := wireConfigOp{Kind: "drop_everything"}.op()
+	assert.ErrorIs(t, err, fsm.ErrInvalidCommand)
+
+	cfg := bucket.Config{Version: 7, Default: bucket.Policy{Capacity: 5, Rate: bucket.Scale},
+		Tiers: map[string]bucket.Policy{"free": {Capacity: 2, Rate: 1}}}
+	assert.Equal(t, cfg, roundTrip(t, toWireConfig(cfg)).config())
+
+	v := fsm.ClientView{Client: "a", AssignedTier: "gone", Tier: bucket.DefaultTierName, Policy: cfg.Default, Known: true,
+		Decision: bucket.Decision{Allowed: true, Remaining: 3, Limit: 5, RetryAfter: 0, ResetAfter: 99}, At: 123}
+	assert.Equal(t, v, roundTrip(t, toWireClientView(v)).view())
+}
+
+// roundTrip encodes v as JSON and decodes it again, as a peer would.
+func roundTrip[T any](t *testing.T, v T) T {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out T
+	require.NoError(t, json.Unmarshal(data, &out))
+	return out
 }

@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// The other internal calls are rare (operators' changes and reads) and
+// carry JSON, but only of the explicit, tagged types below: never the fsm's
+// or bucket's structs, so that renaming one of their fields cannot change
+// the protocol between nodes.
+
+type wirePolicy struct {
+	Capacity int64 `json:"capacity"`
+	Rate     int64 `json:"rate_nanotokens_per_second"`
+}
+
+func toWirePolicy(p bucket.Policy) wirePolicy { return wirePolicy{Capacity: p.Capacity, Rate: p.Rate} }
+func (w wirePolicy) policy() bucket.Policy    { return bucket.Policy{Capacity: w.Capacity, Rate: w.Rate} }
+func toWireConfigOp(op fsm.ConfigOp) wireConfigOp {
+	return wireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
+}
+
+// wireConfigOp is an fsm.ConfigOp (POST /internal/config-op).
+type wireConfigOp struct {
+	Kind   string     `json:"kind"` // see opKinds
+	Tier   string     `json:"tier,omitempty"`
+	Policy wirePolicy `json:"policy"`
+}
+
+var opKinds = map[fsm.ConfigOpKind]string{fsm.OpSetTier: "set_tier", fsm.OpDeleteTier: "delete_tier", fsm.OpSetDefault: "set_default"}
+
+func (w wireConfigOp) op() (fsm.ConfigOp, error) {
+	for k, name := range opKinds {
+		if name == w.Kind {
+			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy()}, nil
+		}
+	}
+	return fsm.ConfigOp{}, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, w.Kind)
+}
+
+// wireConfig is a bucket.Config (POST /internal/config).
+type wireConfig struct {
+	Version uint64                `json:"version"`
+	Default wirePolicy            `json:"default"`
+	Tiers   map[string]wirePolicy `json:"tiers"`
+}
+
+func toWireConfig(c bucket.Config) wireConfig {
+	w := wireConfig{Version: c.Version, Default: toWirePolicy(c.Default), Tiers: make(map[string]wirePolicy, len(c.Tiers))}
+	for name, p := range c.Tiers {
+		w.Tiers[name] = toWirePolicy(p)
+	}
+	return w
+}
+
+func (w wireConfig) config() bucket.Config {
+	c := bucket.Config{Version: w.Version, Default: w.Default.policy(), Tiers: make(map[string]bucket.Policy, len(w.Tiers))}
+	for name, p := range w.Tiers {
+		c.Tiers[name] = p.policy()
+	}
+	return c
+}
+
+// wireClientView is an fsm.ClientView (POST /internal/client).
+type wireClientView struct {
+	Client       string     `json:"client"`
+	AssignedTier string     `json:"assigned_tier,omitempty"`
+	Tier         string     `json:"tier"`
+	Policy       wirePolicy `json:"policy"`
+	Known        bool       `json:"known"`
+	Allowed      bool       `json:"allowed"`
+	Remaining    int64      `json:"remaining_nanotokens"`
+	Limit        int64      `json:"limit"`
+	RetryAfter   int64      `json:"retry_after_ns"`
+	ResetAfter   int64      `json:"reset_after_ns"`
+	At           int64      `json:"at_unix_nano"`
+}
+
+func toWireClientView(v fsm.ClientView) wireClientView {
+	return wireClientView{Client: v.Client, AssignedTier: v.AssignedTier, Tier: v.Tier, Policy: toWirePolicy(v.Policy), Known: v.Known,
+		Allowed: v.Decision.Allowed, Remaining: v.Decision.Remaining, Limit: v.Decision.Limit,
+		RetryAfter: v.Decision.RetryAfter, ResetAfter: v.Decision.ResetAfter, At: v.At}
+}
+
+func (w wireClientView) view() fsm.ClientView {
+	return fsm.ClientView{Client: w.Client, AssignedTier: w.AssignedTier, Tier: w.Tier, Policy: w.Policy.policy(), Known: w.Known,
+		Decision: bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, Limit: w.Limit, RetryAfter: w.RetryAfter, ResetAfter: w.ResetAfter},
+		At:       w.At}
+}
