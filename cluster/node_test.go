@@ -574,7 +574,7 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	past := time.Now().Add(-time.Second)
 	assert.NotNil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
 	op := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "late", Policy: bucket.Policy{Capacity: 1, Rate: bucket.Scale}}
-	assert.NotNil(t, post("/internal/config-op", op, past), "a config op past its deadline was answered as done")
+	assert.NotNil(t, post("/internal/config-op", toWireConfigOp(op), past), "a config op past its deadline was answered as done")
 
 	assert.Equal(t, last, g.raft.LastIndex(), "nothing was appended after the deadline")
 	v, err := n.Client(ctx(t), "carol")
