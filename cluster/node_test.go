@@ -317,6 +317,20 @@ func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 	assert.ErrorContains(t, err, "holds raft state but no quorate.json")
 }
 
+// A quorate.json whose group count was lowered by hand no longer describes
+// the data dir: clients would hash to groups holding none of their state.
+func TestClusterFileCheckedAgainstGroups(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, newManualClock()) // 4 groups
+	require.NoError(t, n.Close())
+	path := filepath.Join(dir, "quorate.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), `"groups": 4`, `"groups": 2`, 1)), 0o644))
+	_, err = New(Options{NodeID: "n1", DataDir: dir, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
+	assert.ErrorContains(t, err, "holds group 2, but its quorate.json records 2 groups")
+}
+
 func TestInvalidInitialDefaultRefused(t *testing.T) {
 	_, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Initial: bucket.Config{Default: bucket.Policy{Capacity: -1}}})
 	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)

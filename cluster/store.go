@@ -138,7 +138,27 @@ func checkClusterFile(opts Options) (clusterFile, error) {
 		return clusterFile{}, fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", opts.DataDir, recorded, opts.LogStore, recorded)
 	}
 	cf.LogStore = recorded
-	return cf, nil
+	return cf, checkGroupDirs(opts.DataDir, cf.Groups)
+}
+
+// checkGroupDirs checks quorate.json's group count against the groups the
+// data dir holds state of: a count lowered by hand would hash clients to
+// groups that hold none of their state.
+func checkGroupDirs(dataDir string, groups int) error {
+	entries, err := os.ReadDir(filepath.Join(dataDir, "groups"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		var i int
+		if _, err := fmt.Sscanf(e.Name(), "g%03d", &i); err == nil && e.IsDir() && i >= groups {
+			return fmt.Errorf("cluster: data dir %s holds group %d, but its quorate.json records %d groups: the file does not describe this data dir", dataDir, i, groups)
+		}
+	}
+	return nil
 }
 
 // anyLogState reports whether dir holds a raft log of either layout.
