@@ -51,6 +51,9 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 	if err := reg.Register(m.batchSize); err != nil {
 		return err
 	}
+	if err := reg.Register(newPortMetrics(m.node.mux)); err != nil {
+		return err
+	}
 	return reg.Register(m)
 }
 
