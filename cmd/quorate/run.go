@@ -21,6 +21,9 @@ const usage = `quorate: a replicated rate limiter
 
 Usage:
   quorate serve [flags]                          run a node (quorate serve -h for flags)
+  quorate certs init --dir DIR --nodes n1,n2,n3 [--hosts n1=IP,...]
+                                                 a cluster CA, node certificates and a gossip key
+  quorate certs add --dir DIR --nodes n4 [--hosts n4=IP]
   quorate allow CLIENT [--cost N] [--request-id ID]
   quorate client get CLIENT
   quorate client set-tier CLIENT TIER
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "certs":
+		return certs(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

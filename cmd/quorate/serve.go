@@ -46,6 +46,7 @@ type serveFlags struct {
 	reclaim     time.Duration
 	debugAddr   string
 	raftTimeout time.Duration
+	security    securityFlags
 }
 
 func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
@@ -72,6 +73,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
+	addSecurityFlags(fs, &f.security)
 	return fs, f
 }
 
@@ -143,6 +145,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logger.Warn("FAULT INJECTION BUILD: the clock can be skewed through --debug-addr; for the fault suite only")
 	}
 
+	clusterTLS, gossipKeys, err := clusterSecurity(&f.security, f.nodeID, f.raftAddr, f.gossipAddr, f.join != "", logger)
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := cluster.New(cluster.Options{
@@ -164,6 +171,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
 		Clock:           clock,
+		TLS:             clusterTLS,
+		GossipKeys:      gossipKeys,
 	})
 	if err != nil {
 		return err
