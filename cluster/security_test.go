@@ -289,3 +289,33 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 		return true
 	}, 10*time.Second, 5*time.Millisecond)
 }
+
+// TestRaftPortFloodLeavesRoomForPeers reproduces the review's flood at a
+// smaller scale: a thousand connections that never send anything, held
+// open against a node's raft port. The node keeps at most its handshake
+// cap of them, counts the rest, and a peer that restarts meanwhile
+// reconnects: every group gets its voters and leaders back.
+func TestRaftPortFloodLeavesRoomForPeers(t *testing.T) {
+	tc := newSecureTestCluster(t, 3)
+	target := tc.nodes[0]
+	const flood = 1000
+	for range flood {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.37")}, Timeout: 5 * time.Second}
+		conn, err := d.Dial("tcp", target.RaftAddr())
+		if err != nil {
+			continue // refused outright is fine too
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+	}
+	require.Eventually(t, func() bool {
+		st := target.mux.Stats()
+		return st.Refused[raftmux.ReasonEvicted]+st.Refused[raftmux.ReasonLimit] >= flood-raftmux.DefaultMaxPending
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.LessOrEqual(t, target.mux.Stats().Pending, raftmux.DefaultMaxPending)
+
+	tc.stop(1)
+	tc.start(1)
+	tc.waitStable(3)
+	require.NoError(t, tc.nodes[1].Ready(ctx(t)))
+	t.Logf("raft port of n1 after the flood: %+v", target.mux.Stats())
+}
