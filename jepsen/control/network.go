@@ -38,6 +38,9 @@ func (c *Cluster) Setup(ctx context.Context) error {
 	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
 		return fmt.Errorf("control: work dir: %w", err)
 	}
+	if err := c.writeCerts(ctx); err != nil {
+		return err
+	}
 	if !c.useNS {
 		return c.checkLoopbackFree()
 	}
