@@ -291,14 +291,14 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 }
 
 // TestRaftPortFloodLeavesRoomForPeers reproduces the review's flood at a
-// smaller scale: a thousand connections that never send anything, held
+// smaller scale: 1,500 connections that never send anything, held
 // open against a node's raft port. The node keeps at most its handshake
 // cap of them, counts the rest, and a peer that restarts meanwhile
 // reconnects: every group gets its voters and leaders back.
 func TestRaftPortFloodLeavesRoomForPeers(t *testing.T) {
 	tc := newSecureTestCluster(t, 3)
 	target := tc.nodes[0]
-	const flood = 1000
+	const flood = 1500
 	for range flood {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.37")}, Timeout: 5 * time.Second}
 		conn, err := d.Dial("tcp", target.RaftAddr())

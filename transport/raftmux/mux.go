@@ -27,7 +27,7 @@ const (
 	// DefaultMaxStreamsPerIP caps the streams open at once from one address.
 	DefaultMaxStreamsPerIP = 1024
 	// DefaultMaxPending caps the connections still in their handshake.
-	DefaultMaxPending = 128
+	DefaultMaxPending = 512
 )
 
 var (
