@@ -1,6 +1,7 @@
 package raftmux
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -116,12 +117,6 @@ func New(ln net.Listener, opts Options) *Mux {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	orDefault := func(v, d int) int {
-		if v <= 0 {
-			return d
-		}
-		return v
-	}
 	timeout := opts.HeaderTimeout
 	if timeout <= 0 {
 		timeout = DefaultHeaderTimeout
@@ -136,9 +131,9 @@ func New(ln net.Listener, opts Options) *Mux {
 		tls:           opts.TLS,
 		headerTimeout: timeout,
 		idleTimeout:   idle,
-		maxStreams:    orDefault(opts.MaxStreams, DefaultMaxStreams),
-		maxPerIP:      orDefault(opts.MaxStreamsPerIP, DefaultMaxStreamsPerIP),
-		maxPending:    orDefault(opts.MaxPending, DefaultMaxPending),
+		maxStreams:    cmp.Or(max(opts.MaxStreams, 0), DefaultMaxStreams),
+		maxPerIP:      cmp.Or(max(opts.MaxStreamsPerIP, 0), DefaultMaxStreamsPerIP),
+		maxPending:    cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending),
 		done:          make(chan struct{}),
 		layers:        make(map[string]*Layer),
 		streams:       make(map[*stream]struct{}),
