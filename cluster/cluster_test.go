@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/transport/peertls"
 )
 
 // testCluster runs nodes in this process over real loopback sockets, each
@@ -32,6 +33,10 @@ type testCluster struct {
 	raft      []string
 	gossip    []string
 	deadAfter time.Duration
+	// pki, if set, gives every node a cluster certificate it signs, and
+	// gossipKeys encrypt gossip.
+	pki        *peertls.Authority
+	gossipKeys [][]byte
 }
 
 func freePort(t *testing.T) string {
@@ -78,7 +83,13 @@ func (tc *testCluster) start(i int) {
 	if os.Getenv("QUORATE_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
+	var tlsConf *peertls.Config
+	if tc.pki != nil {
+		tlsConf = nodeTLS(tc.t, tc.pki, fmt.Sprintf("n%d", i+1))
+	}
 	n, err := New(Options{
+		TLS:               tlsConf,
+		GossipKeys:        tc.gossipKeys,
 		NodeID:            fmt.Sprintf("n%d", i+1),
 		DataDir:           tc.dirs[i],
 		RaftAddr:          tc.raft[i],

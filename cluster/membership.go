@@ -58,6 +58,7 @@ type membership struct {
 type membershipConfig struct {
 	nodeID, raftAddr, httpAddr, gossipAddr string
 	groups                                 int
+	keys                                   [][]byte // gossip keyring, primary first; none: plaintext
 	logger                                 *slog.Logger
 	onChange                               func()
 }
@@ -97,6 +98,17 @@ func newMembership(c membershipConfig) (*membership, error) {
 	mc.Merge = m
 	mc.Alive = m
 	mc.Logger = slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug)
+	if len(c.keys) > 0 {
+		// Every message is encrypted with the first key and must decrypt
+		// with one of them (memberlist's GossipVerifyIncoming/Outgoing
+		// default to true): a node without the key can neither join nor
+		// be heard.
+		kr, err := memberlist.NewKeyring(c.keys, c.keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("gossip key: %w", err)
+		}
+		mc.Keyring = kr
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)

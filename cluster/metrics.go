@@ -72,6 +72,9 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 	if err := reg.Register(m.refusals); err != nil {
 		return err
 	}
+	if err := reg.Register(newPortMetrics(m.node.mux)); err != nil {
+		return err
+	}
 	return reg.Register(m)
 }
 

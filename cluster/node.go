@@ -41,11 +41,14 @@ type Node struct {
 	rpcSrv   *http.Server
 	rpc      *rpcClient
 	origins  *originSource
+	rpcLn    *streamLayer // the "rpc" layer, dialled to prove peers
+	proofs   *peerProofs  // nil without cluster TLS
 	members  *membership
 	logs     *logStores
 
-	leaving atomic.Bool
-	pending atomic.Int64 // decisions callers of Allow wait for
+	leaving    atomic.Bool
+	placements atomic.Uint64 // placement rounds run, for tests
+	pending    atomic.Int64  // decisions callers of Allow wait for
 	// diskFree and diskLow are the data dir's free space and whether it is
 	// below the reserve, as checkDisk last saw them.
 	diskFree atomic.Int64
@@ -57,6 +60,7 @@ type Node struct {
 	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
 	placementCh chan struct{}
+	proveCh     chan struct{}
 	leadsCh     chan struct{}
 	stop        chan struct{}
 	done        chan struct{} // closed when Close has finished
@@ -95,12 +99,16 @@ func New(opts Options) (*Node, error) {
 		origins:     newOriginSource(),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
+		proveCh:     make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
 	n.metrics = newNodeMetrics(n)
-	n.mux = raftmux.New(ln, raftmux.Options{Logger: n.logger.With("component", "raftmux")})
+	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
+	if opts.TLS != nil {
+		n.proofs = newPeerProofs()
+	}
 	if err := n.start(); err != nil {
 		_ = n.Close()
 		return nil, err
@@ -121,6 +129,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
+	n.rpcLn = rpcLn
 	n.rpc = &rpcClient{hc: &http.Client{Transport: &http.Transport{
 		DialContext:         rpcLn.DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -205,8 +214,8 @@ func (n *Node) start() error {
 
 	n.members, err = newMembership(membershipConfig{
 		nodeID: opts.NodeID, raftAddr: n.raftAddr, httpAddr: opts.HTTPAddr, gossipAddr: opts.GossipAddr,
-		groups: opts.Groups, logger: n.logger,
-		onChange: func() { kick(n.placementCh) },
+		groups: opts.Groups, keys: opts.GossipKeys, logger: n.logger,
+		onChange: func() { kick(n.placementCh); kick(n.proveCh) },
 	})
 	if err != nil {
 		return err
@@ -228,10 +237,12 @@ func (n *Node) start() error {
 	if err := n.metrics.register(opts.Registerer); err != nil {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
-	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas)
+	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas,
+		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
 	n.checkDisk()
 	n.every(diskCheckInterval, nil, n.checkDisk)
 	n.every(time.Second, n.reconcileCh, n.reconcile)
+	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.reconnect)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/transport/peertls"
 )
 
 // Options configure a Node. Zero fields take the defaults documented on
@@ -89,6 +90,16 @@ type Options struct {
 	ReclaimInterval time.Duration
 	// Raft holds the raft timings (DefaultRaftTimings if zero).
 	Raft RaftTimings
+	// TLS, if set, makes the raft port speak mutual TLS with the cluster
+	// CA (raft and the internal RPC alike), and makes placement trust a
+	// gossip member only once it proved its node id with a certificate
+	// (see peers.go). Its certificate must name NodeID. Nil: plain TCP,
+	// and gossip metadata is trusted as it is.
+	TLS *peertls.Config
+	// GossipKeys, if set, encrypt gossip (memberlist's keyring): the first
+	// key encrypts what this node sends, every key is tried on what it
+	// receives. Each is 16, 24 or 32 bytes.
+	GossipKeys [][]byte
 
 	// partition, set only by this package's tests, cuts links between nodes.
 	partition *Partition
@@ -211,6 +222,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PlacementInterval <= 0 {
 		o.PlacementInterval = DefaultPlacementInterval
+	}
+	if o.TLS != nil && !peertls.Names(o.TLS.Cert, o.NodeID) {
+		return o, fmt.Errorf("cluster: the cluster certificate names %q, not this node (%q): peers would refuse to place it", o.TLS.Cert.Subject.CommonName, o.NodeID)
+	}
+	for i, k := range o.GossipKeys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return o, fmt.Errorf("cluster: gossip key %d is %d bytes, want 16, 24 or 32", i+1, n)
+		}
 	}
 	return o, nil
 }

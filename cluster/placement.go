@@ -228,7 +228,7 @@ func (p *placer) place() {
 		replicas: n.opts.Replicas,
 		dead:     n.opts.DeadAfter,
 		now:      time.Now(),
-		members:  n.members.snapshot(),
+		members:  n.trustedMembers(),
 	}
 	var ids []string
 	for _, g := range n.allGroups() {
@@ -241,6 +241,7 @@ func (p *placer) place() {
 		}
 		n.placeGroup(g, v, p.lastTransfer)
 	}
+	n.placements.Add(1)
 }
 
 func (n *Node) placeGroup(g *group, v placementView, lastTransfer map[string]time.Time) {

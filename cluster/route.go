@@ -25,7 +25,7 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 		return false, ""
 	}
 	for _, mb := range n.members.snapshot() {
-		if mb.state == "alive" && g.index < len(mb.leads) && mb.leads[g.index] {
+		if mb.state == "alive" && g.index < len(mb.leads) && mb.leads[g.index] && n.proofs.trusts(mb.meta.ID, mb.meta.RaftAddr) {
 			return false, mb.meta.RaftAddr
 		}
 	}

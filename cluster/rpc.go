@@ -187,6 +187,7 @@ func (n *Node) rpcHandler() http.Handler {
 		n.configHint()
 		return struct{}{}, nil
 	})
+	handleRPC(mux, "/internal/whoami", n.whoami) // see peers.go
 	handleRPC(mux, "/internal/groups", func(context.Context, struct{}) ([]GroupStatus, error) {
 		return n.localGroupStatus(), nil
 	})

@@ -108,3 +108,7 @@ func (c *partitionedConn) Write(b []byte) (int, error) {
 	}
 	return c.Conn.Write(b)
 }
+
+// NetConn returns the wrapped stream, so that raftmux.PeerCertificate can
+// see through the partition.
+func (c *partitionedConn) NetConn() net.Conn { return c.Conn }

@@ -9,6 +9,10 @@
 #   scripts/cluster.sh start N   start node N again (same data dir and addresses)
 #   scripts/cluster.sh down      stop every node it started (SIGTERM, by PID)
 #
+# Nodes run the secure way: a cluster CA, one certificate per node and a
+# gossip key, written by `quorate certs init` into $DIR/certs on first use.
+# INSECURE=1 runs them with --insecure instead.
+#
 # Extra serve flags for every node: QUORATE_ARGS="--groups 8".
 #
 # The API takes tokens: `up` writes $DIR/auth.json with one admin token,
@@ -41,18 +45,37 @@ ensure_auth() {
 }
 token() { cat "$DIR/token"; }
 
+# certs_init writes the CA, every node's certificate and the gossip key
+# into $DIR/certs, unless they are there already.
+certs_init() {
+  [ -f "$DIR/certs/ca.pem" ] && return 0
+  local nodes="" hosts="" i
+  for i in $(seq 1 "$NODES"); do
+    nodes+="${nodes:+,}node$i"; hosts+="${hosts:+,}node$i=$(ip "$i")"
+  done
+  "$BIN" certs init --dir "$DIR/certs" --nodes "$nodes" --hosts "$hosts" >/dev/null
+}
+
+# security_args prints node $1's cluster security flags.
+security_args() {
+  if [ "${INSECURE:-}" = 1 ]; then echo "--insecure"; return; fi
+  local c="$DIR/certs"
+  echo "--cluster-ca $c/ca.pem --cluster-cert $c/node$1.pem --cluster-key $c/node$1-key.pem --gossip-key $c/gossip.key"
+}
+
 start() {
   local i=$1 join=""
   [ "$i" -ne 1 ] && join="--join $(ip 1):7072"
   if running "$i"; then echo "node$i already running (pid $(cat "$(pidfile "$i")"))"; return; fi
   mkdir -p "$DIR/node$i"
   ensure_auth
+  [ "${INSECURE:-}" = 1 ] || certs_init
   # A restarted first node rejoins through the others.
   if [ "$i" -eq 1 ] && [ -f "$DIR/node1/quorate.json" ]; then join="--join $(ip 2):7072,$(ip 3):7072"; fi
   # shellcheck disable=SC2086
   nohup "$BIN" serve --node-id "node$i" --data-dir "$DIR/node$i" \
     --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" \
-    --auth-file "$DIR/auth.json" $join ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
+    --auth-file "$DIR/auth.json" $join $(security_args "$i") ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
   echo $! >"$(pidfile "$i")"
   echo "node$i started (pid $!, http://$(ip "$i"):7070, log $DIR/node$i.log)"
 }
@@ -132,6 +155,6 @@ print(",".join(g["id"] for g in s["groups"] if g["state"] == "Leader") or "-")' 
     done
     ;;
   *)
-    sed -n '2,17p' "$0"; exit 2
+    sed -n '2,21p' "$0"; exit 2
     ;;
 esac

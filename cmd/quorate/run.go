@@ -20,6 +20,9 @@ const usage = `quorate: a replicated rate limiter
 
 Usage:
   quorate serve [flags]                          run a node (quorate serve -h for flags)
+  quorate certs init --dir DIR --nodes n1,n2,n3 [--hosts n1=IP,...]
+                                                 a cluster CA, node certificates and a gossip key
+  quorate certs add --dir DIR --nodes n4 [--hosts n4=IP]
   quorate allow CLIENT [--cost N] [--request-id ID]
   quorate client get CLIENT
   quorate client set-tier CLIENT TIER
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tokenCommand(rest, stdout, stderr)
 	case "recover":
 		return recoverCommand(rest, stdout, stderr)
+	case "certs":
+		return certs(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

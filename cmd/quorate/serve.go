@@ -49,8 +49,8 @@ type serveFlags struct {
 	reclaim     time.Duration
 	debugAddr   string
 	raftTimeout time.Duration
-	insecure    bool
 	api         apiFlags
+	security    securityFlags
 }
 
 func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
@@ -80,8 +80,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
-	fs.BoolVar(&f.insecure, "insecure", false, "start without the protections this node would otherwise require (API tokens on a non-loopback --http-addr), with a warning at every start")
 	f.api.register(fs)
+	addSecurityFlags(fs, &f.security)
 	return fs, f
 }
 
@@ -138,7 +138,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sec, err := newAPISecurity(f.api, f.httpAddr, f.insecure, logger)
+	sec, err := newAPISecurity(f.api, f.httpAddr, f.security.insecure, logger)
 	if err != nil {
 		return err
 	}
@@ -157,6 +157,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("this binary is built with fault injection (tag faultinject) and needs --debug-addr; do not run it in production")}
 		}
 		logger.Warn("FAULT INJECTION BUILD: the clock can be skewed through --debug-addr; for the fault suite only")
+	}
+
+	clusterTLS, gossipKeys, err := clusterSecurity(&f.security, f.nodeID, f.raftAddr, f.gossipAddr, f.join != "", logger)
+	if err != nil {
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -183,6 +188,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
 		Clock:           clock,
+		TLS:             clusterTLS,
+		GossipKeys:      gossipKeys,
 	})
 	if err != nil {
 		return err
@@ -197,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if sec.tls != nil {
 		scheme = "https"
 	}
-	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg, Scheme: scheme}, f.insecure))
+	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg, Scheme: scheme}, f.security.insecure))
 	srv := &http.Server{
 		TLSConfig:         sec.tls,
 		Handler:           api,

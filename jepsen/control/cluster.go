@@ -74,6 +74,11 @@ type Options struct {
 	// UseNetns puts every node in its own network namespace. It is ignored
 	// (with a warning) when the process is not root or ip is missing.
 	UseNetns bool
+	// Insecure runs the nodes with --insecure. By default Setup writes a
+	// cluster CA, node certificates and a gossip key with the binary's
+	// `certs init` into WorkDir/certs, and every node runs with them, as
+	// production nodes should.
+	Insecure bool
 
 	// ClockSkew is D of the clock nemeses (offsets of ±D). Default 250ms.
 	ClockSkew time.Duration

@@ -131,6 +131,12 @@ func TestNetworkCommands(t *testing.T) {
 func TestCommand(t *testing.T) {
 	ns := testCluster(t, 3, true, "--groups", "4")
 	bin := ns.opts.Binary
+	insecure := testCluster(t, 3, false)
+	insecure.opts.Insecure = true
+	// sec is a node's security flags: the files Setup's certs init writes.
+	sec := func(id string) string {
+		return "--cluster-ca /w/certs/ca.pem --cluster-cert /w/certs/" + id + ".pem --cluster-key /w/certs/" + id + "-key.pem --gossip-key /w/certs/gossip.key"
+	}
 	tests := []struct {
 		name      string
 		c         *Cluster
@@ -139,13 +145,15 @@ func TestCommand(t *testing.T) {
 		want      string
 	}{
 		{"node 1 bootstraps", ns, 1, true,
-			"ip netns exec qj-n1 " + bin + " serve --node-id n1 --data-dir /w/n1 --http-addr 10.77.0.11:7070 --raft-addr 10.77.0.11:7071 --gossip-addr 10.77.0.11:7072 --debug-addr 10.77.0.11:7079 --auth-file /w/auth.json --groups 4"},
+			"ip netns exec qj-n1 " + bin + " serve --node-id n1 --data-dir /w/n1 --http-addr 10.77.0.11:7070 --raft-addr 10.77.0.11:7071 --gossip-addr 10.77.0.11:7072 --debug-addr 10.77.0.11:7079 --auth-file /w/auth.json " + sec("n1") + " --groups 4"},
 		{"node 1 restarts", ns, 1, false,
-			"ip netns exec qj-n1 " + bin + " serve --node-id n1 --data-dir /w/n1 --http-addr 10.77.0.11:7070 --raft-addr 10.77.0.11:7071 --gossip-addr 10.77.0.11:7072 --debug-addr 10.77.0.11:7079 --auth-file /w/auth.json --join 10.77.0.12:7072,10.77.0.13:7072 --groups 4"},
+			"ip netns exec qj-n1 " + bin + " serve --node-id n1 --data-dir /w/n1 --http-addr 10.77.0.11:7070 --raft-addr 10.77.0.11:7071 --gossip-addr 10.77.0.11:7072 --debug-addr 10.77.0.11:7079 --auth-file /w/auth.json --join 10.77.0.12:7072,10.77.0.13:7072 " + sec("n1") + " --groups 4"},
 		{"node 2 joins", ns, 2, false,
-			"ip netns exec qj-n2 " + bin + " serve --node-id n2 --data-dir /w/n2 --http-addr 10.77.0.12:7070 --raft-addr 10.77.0.12:7071 --gossip-addr 10.77.0.12:7072 --debug-addr 10.77.0.12:7079 --auth-file /w/auth.json --join 10.77.0.11:7072,10.77.0.13:7072 --groups 4"},
+			"ip netns exec qj-n2 " + bin + " serve --node-id n2 --data-dir /w/n2 --http-addr 10.77.0.12:7070 --raft-addr 10.77.0.12:7071 --gossip-addr 10.77.0.12:7072 --debug-addr 10.77.0.12:7079 --auth-file /w/auth.json --join 10.77.0.11:7072,10.77.0.13:7072 " + sec("n2") + " --groups 4"},
 		{"loopback", testCluster(t, 3, false), 3, false,
-			"X serve --node-id n3 --data-dir /w/n3 --http-addr 127.0.0.13:7070 --raft-addr 127.0.0.13:7071 --gossip-addr 127.0.0.13:7072 --debug-addr 127.0.0.13:7079 --auth-file /w/auth.json --join 127.0.0.11:7072,127.0.0.12:7072"},
+			"X serve --node-id n3 --data-dir /w/n3 --http-addr 127.0.0.13:7070 --raft-addr 127.0.0.13:7071 --gossip-addr 127.0.0.13:7072 --debug-addr 127.0.0.13:7079 --auth-file /w/auth.json --join 127.0.0.11:7072,127.0.0.12:7072 " + sec("n3")},
+		{"insecure", insecure, 2, false,
+			"X serve --node-id n2 --data-dir /w/n2 --http-addr 127.0.0.12:7070 --raft-addr 127.0.0.12:7071 --gossip-addr 127.0.0.12:7072 --debug-addr 127.0.0.12:7079 --auth-file /w/auth.json --join 127.0.0.11:7072,127.0.0.13:7072 --insecure"},
 	}
 	for _, tt := range tests {
 		got := tt.c.command(tt.i, tt.bootstrap)

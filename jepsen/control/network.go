@@ -42,6 +42,9 @@ func (c *Cluster) Setup(ctx context.Context) error {
 	if err := c.makeToken(ctx); err != nil {
 		return err
 	}
+	if err := c.writeCerts(ctx); err != nil {
+		return err
+	}
 	if !c.useNS {
 		return c.checkLoopbackFree()
 	}

@@ -149,7 +149,47 @@ func (c *Cluster) command(i int, bootstrap bool) []string {
 		}
 		argv = append(argv, "--join", strings.Join(join, ","))
 	}
+	argv = append(argv, c.securityArgs(i)...)
 	return append(argv, c.opts.ExtraArgs...)
+}
+
+// CertsDir is where Setup writes the cluster's certificates and gossip key.
+func (c *Cluster) CertsDir() string { return filepath.Join(c.opts.WorkDir, "certs") }
+
+// securityArgs returns node i's cluster security flags.
+func (c *Cluster) securityArgs(i int) []string {
+	if c.opts.Insecure {
+		return []string{"--insecure"}
+	}
+	dir, id := c.CertsDir(), nodeID(i)
+	return []string{
+		"--cluster-ca", filepath.Join(dir, "ca.pem"),
+		"--cluster-cert", filepath.Join(dir, id+".pem"),
+		"--cluster-key", filepath.Join(dir, id+"-key.pem"),
+		"--gossip-key", filepath.Join(dir, "gossip.key"),
+	}
+}
+
+// writeCerts runs `quorate certs init` for every node into CertsDir, once.
+func (c *Cluster) writeCerts(ctx context.Context) error {
+	if c.opts.Insecure {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(c.CertsDir(), "ca.pem")); err == nil {
+		return nil
+	}
+	var nodes, hosts []string
+	for i := 1; i <= c.opts.Nodes; i++ {
+		nodes = append(nodes, nodeID(i))
+		hosts = append(hosts, nodeID(i)+"="+c.nodeIP(i))
+	}
+	cmd := exec.CommandContext(ctx, c.opts.Binary, "certs", "init", "--dir", c.CertsDir(),
+		"--nodes", strings.Join(nodes, ","), "--hosts", strings.Join(hosts, ","))
+	cmd.Env = nodeEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("control: certs init: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // hasState reports whether dir holds a node's state from an earlier start.

@@ -22,4 +22,22 @@
 // wrong, whose name is empty or not registered, or whose header is not
 // complete within [Options.HeaderTimeout]; it logs the remote address and
 // the reason, and never lets one slow or broken stream hold up another.
+//
+// # TLS
+//
+// With [Options.TLS] every stream is its own TLS connection and the header
+// travels inside it: the accepting side runs the handshake (within the
+// same HeaderTimeout) before it reads the header, so a peer that cannot
+// complete a handshake never reaches a layer. [PeerCertificate] returns the
+// certificate the other end presented.
+//
+// # Limits
+//
+// An accepted connection counts against [Options.MaxStreams] and
+// [Options.MaxStreamsPerIP] from Accept until it is closed, by the Mux or
+// by the layer's owner. While it is in its handshake it also counts
+// against [Options.MaxPending]; a new connection that finds no room closes
+// the oldest pending one. A stream handed to a layer is closed once it has
+// carried nothing for [Options.IdleTimeout]. [Mux.Stats] counts open
+// streams and, by [Reason], the connections the Mux closed.
 package raftmux

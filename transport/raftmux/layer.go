@@ -2,6 +2,8 @@ package raftmux
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -104,9 +106,11 @@ func (l *Layer) deliver(conn net.Conn) {
 	}
 	l.mu.Unlock()
 	if queued {
+		l.mux.counters.accepted.Add(1)
 		return
 	}
 	_ = conn.Close()
+	l.mux.counters.add(ReasonBacklog)
 	remote := conn.RemoteAddr().String()
 	if closed {
 		l.mux.log.Debug("raftmux: stream refused", "remote", remote, "reason", "layer closed", "layer", l.name)
@@ -130,9 +134,11 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 }
 
 // DialContext opens a stream to the layer of the same name on the Mux at
-// addr, writing the header before it returns; ctx bounds the connect and
-// the header write. Its signature fits http.Transport.DialContext. After
-// Close it fails with an error wrapping net.ErrClosed.
+// addr, completing the TLS handshake (if the Mux has TLS) and writing the
+// header before it returns; ctx bounds all three. Its signature fits
+// http.Transport.DialContext. After Close it fails with an error wrapping
+// net.ErrClosed. With TLS, [PeerCertificate] of the stream is the verified
+// certificate of the node that answered.
 func (l *Layer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	if l.isClosed() {
 		return nil, l.closedError("dial " + addr)
@@ -141,6 +147,14 @@ func (l *Layer) DialContext(ctx context.Context, network, addr string) (net.Conn
 	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: layer %q: dial %s: %w", l.name, addr, err)
+	}
+	if t := l.mux.tls; t != nil {
+		tc := tls.Client(conn, clientConfig(t.Client, addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("raftmux: layer %q: dial %s: tls: %w", l.name, addr, err)
+		}
+		conn = tc
 	}
 	if err := l.writeHeader(ctx, conn); err != nil {
 		_ = conn.Close()
@@ -168,6 +182,37 @@ func (l *Layer) writeHeader(ctx context.Context, conn net.Conn) error {
 		return err
 	}
 	return conn.SetWriteDeadline(time.Time{})
+}
+
+// clientConfig is c, with ServerName set to addr's host if c verifies host
+// names and names none.
+func clientConfig(c *tls.Config, addr string) *tls.Config {
+	if c.ServerName != "" || c.InsecureSkipVerify {
+		return c
+	}
+	c = c.Clone()
+	c.ServerName, _, _ = net.SplitHostPort(addr)
+	return c
+}
+
+// PeerCertificate returns the certificate the other end of a TLS stream
+// presented (verified by the handshake), or nil for a plain stream. conn
+// may wrap the stream in types with a NetConn method, as tls.Conn does.
+func PeerCertificate(conn net.Conn) *x509.Certificate {
+	for range 8 { // wrappers nest a few deep at most
+		switch c := conn.(type) {
+		case interface{ ConnectionState() tls.ConnectionState }:
+			if cs := c.ConnectionState(); len(cs.PeerCertificates) > 0 {
+				return cs.PeerCertificates[0]
+			}
+			return nil
+		case interface{ NetConn() net.Conn }:
+			conn = c.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 func (l *Layer) isClosed() bool {

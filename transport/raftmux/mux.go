@@ -1,6 +1,8 @@
 package raftmux
 
 import (
+	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -8,13 +10,26 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// DefaultHeaderTimeout is the time a new connection has to send its header
-// when [Options.HeaderTimeout] is not set.
-const DefaultHeaderTimeout = 5 * time.Second
+// Defaults for the zero values of [Options].
+const (
+	// DefaultHeaderTimeout is the time a new connection has to finish its
+	// TLS handshake and send its header.
+	DefaultHeaderTimeout = 5 * time.Second
+	// DefaultIdleTimeout is how long a stream may carry nothing either way
+	// before the Mux closes it.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultMaxStreams caps the streams open at once, handshaking or not.
+	DefaultMaxStreams = 4096
+	// DefaultMaxStreamsPerIP caps the streams open at once from one address.
+	DefaultMaxStreamsPerIP = 1024
+	// DefaultMaxPending caps the connections still in their handshake.
+	DefaultMaxPending = 512
+)
 
 var (
 	// ErrInvalidName is returned by [Mux.Layer] for a name that is empty or
@@ -25,14 +40,46 @@ var (
 	ErrLayerExists = errors.New("raftmux: layer already registered")
 )
 
-// Options configures a [Mux]. The zero value is ready to use.
+// TLS makes every stream a TLS connection: Server configures the accepting
+// side, Client the dialing side. For a cluster, Server requires and
+// verifies client certificates and Client verifies the server's, both
+// against the cluster CA (see package peertls).
+type TLS struct {
+	Server *tls.Config
+	Client *tls.Config
+}
+
+// Options configures a [Mux]. The zero value is ready to use: plain TCP,
+// default limits.
 type Options struct {
 	// Logger receives the reasons streams are refused. Nil discards them.
 	Logger *slog.Logger
-	// HeaderTimeout is the time a new connection has to send its whole
-	// header before it is closed. Zero or negative means
-	// DefaultHeaderTimeout.
+	// TLS, if set, runs every accepted and dialed stream over TLS; the
+	// header travels inside it. Nil: plain TCP.
+	TLS *TLS
+	// HeaderTimeout is the time a new connection has to finish its TLS
+	// handshake and send its whole header before it is closed. Zero or
+	// negative means DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
+	// IdleTimeout closes a stream handed to a layer once nothing has been
+	// read from it or written to it for this long. Zero means
+	// DefaultIdleTimeout; negative, never.
+	IdleTimeout time.Duration
+	// MaxStreams caps the accepted streams open at once, in their handshake
+	// or handed to a layer (DefaultMaxStreams if zero). Beyond it a new
+	// connection closes the oldest one still in its handshake, or is
+	// refused if there is none.
+	MaxStreams int
+	// MaxStreamsPerIP caps the accepted streams open at once from one
+	// remote IP address (DefaultMaxStreamsPerIP if zero); beyond it new
+	// connections from that address are refused.
+	MaxStreamsPerIP int
+	// MaxPending caps the connections still in their handshake
+	// (DefaultMaxPending if zero). Beyond it a new connection closes the
+	// oldest pending one: a flood of connections that never finish their
+	// handshake turns over among itself, while a real peer, which finishes
+	// in milliseconds, gets through.
+	MaxPending int
 }
 
 // Mux accepts connections on one listener and hands each to the [Layer]
@@ -40,15 +87,26 @@ type Options struct {
 type Mux struct {
 	ln            net.Listener
 	log           *slog.Logger
+	tls           *TLS
 	headerTimeout time.Duration
+	idleTimeout   time.Duration
+	maxStreams    int
+	maxPerIP      int
+	maxPending    int
 	done          chan struct{} // closed by Close
+	counters      counters
+	warned        atomic.Int64 // unix ns of the last refusal logged at Warn
 
 	mu      sync.Mutex
 	closed  bool
 	layers  map[string]*Layer
-	pending map[net.Conn]struct{} // accepted, header not yet read
+	streams map[*stream]struct{} // every accepted stream still open
+	perIP   map[string]int       // open streams by remote IP
+	pending int                  // streams in streams that are still pending
+	seq     uint64               // order of acceptance, for eviction
 
 	handshakes sync.WaitGroup // one per pending connection
+	reaper     sync.WaitGroup
 }
 
 // New returns a Mux that will serve ln. It takes ownership of ln: Close
@@ -63,25 +121,40 @@ func New(ln net.Listener, opts Options) *Mux {
 	if timeout <= 0 {
 		timeout = DefaultHeaderTimeout
 	}
+	idle := opts.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
 	return &Mux{
 		ln:            ln,
 		log:           log,
+		tls:           opts.TLS,
 		headerTimeout: timeout,
+		idleTimeout:   idle,
+		maxStreams:    cmp.Or(max(opts.MaxStreams, 0), DefaultMaxStreams),
+		maxPerIP:      cmp.Or(max(opts.MaxStreamsPerIP, 0), DefaultMaxStreamsPerIP),
+		maxPending:    cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending),
 		done:          make(chan struct{}),
 		layers:        make(map[string]*Layer),
-		pending:       make(map[net.Conn]struct{}),
+		streams:       make(map[*stream]struct{}),
+		perIP:         make(map[string]int),
 	}
 }
 
 // Addr returns the listener's address. Every layer reports it as its own.
 func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
-// Serve accepts connections until Close and reads each one's header in its
-// own goroutine. It returns nil after Close, or the listener's error if the
-// listener fails on its own. Transient accept errors (too many open files, a
-// connection aborted before accept) are logged and retried with backoff.
-// Call it once, in its own goroutine.
+// Serve accepts connections until Close and reads each one's header (after
+// its TLS handshake, with TLS) in its own goroutine. It returns nil after
+// Close, or the listener's error if the listener fails on its own.
+// Transient accept errors (too many open files, a connection aborted before
+// accept) are logged and retried with backoff. Call it once, in its own
+// goroutine.
 func (m *Mux) Serve() error {
+	if m.idleTimeout > 0 {
+		m.reaper.Add(1)
+		go m.reapIdle()
+	}
 	const baseDelay, maxDelay = 5 * time.Millisecond, time.Second
 	var delay time.Duration
 	for {
@@ -103,11 +176,15 @@ func (m *Mux) Serve() error {
 			}
 		}
 		delay = 0
-		if !m.track(conn) {
+		s, ok := m.admit(conn)
+		if s == nil {
 			_ = conn.Close()
-			return nil
+			if !ok {
+				return nil // closed
+			}
+			continue
 		}
-		go m.handshake(conn)
+		go m.handshake(s)
 	}
 }
 
@@ -121,47 +198,51 @@ func transientAcceptError(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// track records conn as waiting for its header, so Close can close it. It
-// reports false if the Mux is closed.
-func (m *Mux) track(conn net.Conn) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return false
-	}
-	m.pending[conn] = struct{}{}
-	m.handshakes.Add(1)
-	return true
-}
-
-// handshake reads conn's header and hands conn to its layer, or closes it.
-func (m *Mux) handshake(conn net.Conn) {
+// handshake runs s's TLS handshake, if any, reads its header and hands the
+// stream to its layer, or closes it.
+func (m *Mux) handshake(s *stream) {
 	defer m.handshakes.Done()
-	err := conn.SetReadDeadline(time.Now().Add(m.headerTimeout))
+	var conn net.Conn = s
+	err := s.SetDeadline(time.Now().Add(m.headerTimeout))
+	tlsFailed := false
+	if err == nil && m.tls != nil {
+		tc := tls.Server(s, m.tls.Server)
+		conn = tc
+		err = tc.Handshake()
+		tlsFailed = err != nil
+	}
 	var name string
 	if err == nil {
 		name, err = readHeader(conn)
 	}
 	if err == nil {
-		err = conn.SetReadDeadline(time.Time{})
+		err = s.SetDeadline(time.Time{})
 	}
 
 	m.mu.Lock()
-	delete(m.pending, conn)
+	evicted := !s.counted // admit closed it to make room, and counted that
+	m.settle(s)
 	closed := m.closed
 	layer := m.layers[name]
 	m.mu.Unlock()
 
-	remote := conn.RemoteAddr().String()
+	remote := s.RemoteAddr().String()
 	switch {
-	case closed:
-		// Close has closed conn or is about to; make sure.
-		_ = conn.Close()
+	case closed, evicted:
+		// Close or admit has closed the stream or is about to; make sure.
+		_ = s.Close()
 	case err != nil:
-		_ = conn.Close()
-		m.logRefused(remote, err)
+		_ = s.Close()
+		if tlsFailed {
+			m.counters.add(ReasonTLS)
+			m.logRefusedTLS(remote, err)
+		} else {
+			m.counters.add(ReasonHeader)
+			m.logRefused(remote, err)
+		}
 	case layer == nil:
 		_ = conn.Close()
+		m.counters.add(ReasonUnknownLayer)
 		m.log.Warn("raftmux: stream refused", "remote", remote, "reason", "unknown layer", "layer", name)
 	default:
 		layer.deliver(conn)
@@ -181,6 +262,28 @@ func (m *Mux) logRefused(remote string, err error) {
 	default:
 		m.log.Debug("raftmux: stream refused", "remote", remote, "reason", "read header", "error", err)
 	}
+}
+
+// logRefusedTLS logs a failed handshake: a peer without a certificate of
+// the cluster, or with a certificate the cluster CA did not sign.
+func (m *Mux) logRefusedTLS(remote string, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		m.log.Debug("raftmux: stream refused", "remote", remote, "reason", "handshake timeout", "timeout", m.headerTimeout)
+		return
+	}
+	m.warnSometimes("raftmux: stream refused", "remote", remote, "reason", "tls handshake", "error", err)
+}
+
+// warnSometimes logs at Warn at most once a second and at Debug otherwise,
+// so that a flood of refusals cannot flood the log.
+func (m *Mux) warnSometimes(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := m.warned.Load()
+	if now-last >= int64(time.Second) && m.warned.CompareAndSwap(last, now) {
+		m.log.Warn(msg, args...)
+		return
+	}
+	m.log.Debug(msg, args...)
 }
 
 // Layer registers the destination name and returns its layer. The name is
@@ -221,11 +324,12 @@ func (m *Mux) isClosed() bool {
 
 // Close closes the listener, every layer (their Accept returns an error
 // wrapping net.ErrClosed, and connections queued but not yet accepted are
-// closed) and every connection still waiting for its header. Streams
-// already handed to a layer belong to their owner and stay open. Close
-// returns once no header is being read; Serve then returns nil. Close the
-// users of the layers (raft transports, HTTP servers) first if they should
-// not see Accept errors. Later calls return nil.
+// closed) and every connection still in its handshake. Streams already
+// handed to a layer belong to their owner and stay open (no longer closed
+// when idle). Close returns once no handshake is running; Serve then
+// returns nil. Close the users of the layers (raft transports, HTTP
+// servers) first if they should not see Accept errors. Later calls return
+// nil.
 func (m *Mux) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -234,18 +338,25 @@ func (m *Mux) Close() error {
 	}
 	m.closed = true
 	close(m.done)
-	layers, pending := m.layers, m.pending
-	m.layers, m.pending = nil, nil
+	layers := m.layers
+	m.layers = nil
+	var pending []*stream
+	for s := range m.streams {
+		if s.pending {
+			pending = append(pending, s)
+		}
+	}
 	m.mu.Unlock()
 
 	err := m.ln.Close()
 	for _, l := range layers {
 		l.shutdown()
 	}
-	for conn := range pending {
-		_ = conn.Close()
+	for _, s := range pending {
+		_ = s.Close()
 	}
 	m.handshakes.Wait()
+	m.reaper.Wait()
 	if err != nil {
 		return fmt.Errorf("raftmux: close listener: %w", err)
 	}
