@@ -5,7 +5,8 @@
 #                      memory, unreplicated, no log (what HTTP + a decision cost here)
 #   quorate-1 STORE    one node, --log-store STORE for each of LOG_STORES
 #   quorate-3 STORE    a 3-node cluster (scripts/cluster.sh), connections spread
-#                      over the nodes, the first of LOG_STORES
+#                      over the nodes, the first of LOG_STORES; with mutual TLS
+#                      and encrypted gossip, then again without ("no TLS")
 # and with PEERS=1 also the limiters one would pick instead, installed when
 # missing (Debian's redis-server with apt-get; gubernator with go install):
 #   redis              Redis 7, one node, AOF with appendfsync always, a Lua token bucket
@@ -27,7 +28,9 @@
 # Knobs: DURATION (8s per run), CONNS ("64 8"), KEYSPACES ("10000 1"),
 # BATCH_CONNS (16), BATCH (1000), PEERS (0), RESULTS (JSON file), QUORATE_ARGS
 # (extra serve flags for every node), LOG_STORES ("shared boltdb"; "default"
-# passes no --log-store, for binaries that lack the flag).
+# passes no --log-store, for binaries that lack the flag), SECURITY_MODES
+# ("tls insecure": the 3-node cluster with cluster TLS and gossip encryption,
+# then without, to measure what they cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -38,6 +41,7 @@ BATCH_CONNS=${BATCH_CONNS:-16}
 BATCH=${BATCH:-1000}
 PEERS=${PEERS:-0}
 LOG_STORES=${LOG_STORES:-shared boltdb}
+SECURITY_MODES=${SECURITY_MODES:-tls insecure}
 RESULTS=${RESULTS:-${TMPDIR:-/tmp}/quorate-bench-peers-$(date +%Y%m%d-%H%M%S).json}
 GUBERNATOR_VERSION=v2.13.0
 
@@ -89,7 +93,7 @@ cleanup() {
   rc=$?
   trap - EXIT INT TERM
   [ "${#pids[@]}" -gt 0 ] && stop "${pids[@]}"
-  [ -n "$cluster_up" ] && { QUORATE_CLUSTER_DIR="$dir/cluster" scripts/cluster.sh down >/dev/null 2>&1 || true; }
+  [ -n "$cluster_up" ] && { scripts/cluster.sh down >/dev/null 2>&1 || true; } # QUORATE_CLUSTER_DIR is the running one
   rm -rf "$dir"
   exit "$rc"
 }
@@ -157,17 +161,24 @@ for store in $LOG_STORES; do
   stop "$pid"
 done
 
-# quorate, 3 nodes, with the first log store.
+# quorate, 3 nodes, with the first log store: as scripts/cluster.sh runs
+# them (mutual TLS between nodes, encrypted gossip) and, to show what that
+# costs, with INSECURE=1 (plain TCP).
 store=${LOG_STORES%% *}
-export QUORATE_CLUSTER_DIR="$dir/cluster"
-cluster_up=1
-QUORATE_ARGS="${QUORATE_ARGS:-} $(store_flag "$store")" scripts/cluster.sh up >"$dir/cluster-up.log" 2>&1 ||
-  { cat "$dir/cluster-up.log" >&2; exit 1; }
-cpids=$(cat "$dir"/cluster/node{1,2,3}.pid | paste -sd,)
-urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
-QUORATE_TOKEN=$(cat "$dir/cluster/token") workloads "quorate-3$(store_label "$store")" quorate "$urls" "$cpids" "$urls"
-scripts/cluster.sh down >/dev/null
-cluster_up=""
+for security in $SECURITY_MODES; do
+  export QUORATE_CLUSTER_DIR="$dir/cluster-$security"
+  cluster_up=1
+  label="quorate-3$(store_label "$store")"
+  insecure=""
+  if [ "$security" = insecure ]; then insecure=1; label+=", no TLS"; fi
+  INSECURE=$insecure QUORATE_ARGS="${QUORATE_ARGS:-} $(store_flag "$store")" scripts/cluster.sh up >"$dir/cluster-up.log" 2>&1 ||
+    { cat "$dir/cluster-up.log" >&2; exit 1; }
+  cpids=$(cat "$QUORATE_CLUSTER_DIR"/node{1,2,3}.pid | paste -sd,)
+  urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
+  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") workloads "$label" quorate "$urls" "$cpids" "$urls"
+  scripts/cluster.sh down >/dev/null
+  cluster_up=""
+done
 
 if [ "$PEERS" = 1 ]; then
   # Redis: Debian's redis-server, AOF fsynced before every reply.
