@@ -19,24 +19,12 @@ import (
 // The internal protocol: HTTP/1.1 with JSON bodies, carried over the raft
 // port's mux under the stream name rpcLayer, so nodes need no extra port
 // and connections are pooled by net/http. Every handler acts only on
-// groups this node serves: anything else answers codeNotLeader, which the
+// groups this node serves: anything else answers "not_leader", which the
 // caller retries at the leader.
 const rpcLayer = "rpc"
 
 const (
-	codeNotLeader    = "not_leader"
-	codeUnavailable  = "unavailable"
-	codeUnknown      = "outcome_unknown"
-	codeOverloaded   = "overloaded"
-	codeTooMany      = "too_many_clients"
-	codeTooManyTiers = "too_many_tiers"
-	codeDiskFull     = "disk_full"
-	codeShuttingDown = "shutting_down"
-	codeInvalid      = "invalid_policy"
-	codeTierName     = "invalid_tier_name"
-	codeNoSuchTier   = "no_such_tier"
-	codeInvalidCmd   = "invalid_command"
-	codeInternal     = "internal"
+	codeInternal = "internal"
 
 	// deadlineHeader carries the caller's deadline in Unix nanoseconds.
 	deadlineHeader = "X-Quorate-Deadline"
@@ -47,64 +35,47 @@ type rpcError struct {
 	Message string `json:"message"`
 }
 
+// rpcCodes maps the errors a handler may answer to their codes on the
+// wire, and back: the first entry whose error matches wins, so more
+// specific errors come first. Codes are part of the protocol between nodes.
+var rpcCodes = []struct {
+	code string
+	err  error
+}{
+	{"not_leader", errNotLeader},
+	// A remote node that is stopping took nothing: another may lead soon.
+	{"shutting_down", ErrShuttingDown},
+	{"outcome_unknown", ErrOutcomeUnknown},
+	{"overloaded", ErrOverloaded},
+	{"too_many_clients", ErrTooManyClients},
+	{"disk_full", ErrDiskFull},
+	{"unavailable", ErrUnavailable},
+	{"unavailable", context.DeadlineExceeded},
+	{"unavailable", context.Canceled},
+	{"invalid_policy", bucket.ErrInvalidPolicy},
+	{"invalid_tier_name", bucket.ErrInvalidTierName},
+	{"too_many_tiers", bucket.ErrTooManyTiers},
+	{"no_such_tier", fsm.ErrNoSuchTier},
+	{"invalid_command", fsm.ErrInvalidCommand},
+}
+
 func toRPCError(err error) *rpcError {
-	code := codeInternal
-	switch {
-	case errors.Is(err, errNotLeader):
-		code = codeNotLeader
-	case errors.Is(err, ErrShuttingDown):
-		code = codeShuttingDown
-	case errors.Is(err, ErrOutcomeUnknown):
-		code = codeUnknown
-	case errors.Is(err, ErrOverloaded):
-		code = codeOverloaded
-	case errors.Is(err, ErrTooManyClients):
-		code = codeTooMany
-	case errors.Is(err, ErrDiskFull):
-		code = codeDiskFull
-	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		code = codeUnavailable
-	case errors.Is(err, bucket.ErrInvalidPolicy):
-		code = codeInvalid
-	case errors.Is(err, bucket.ErrInvalidTierName):
-		code = codeTierName
-	case errors.Is(err, bucket.ErrTooManyTiers):
-		code = codeTooManyTiers
-	case errors.Is(err, fsm.ErrNoSuchTier):
-		code = codeNoSuchTier
-	case errors.Is(err, fsm.ErrInvalidCommand):
-		code = codeInvalidCmd
+	for _, c := range rpcCodes {
+		if errors.Is(err, c.err) {
+			return &rpcError{Code: c.code, Message: err.Error()}
+		}
 	}
-	return &rpcError{Code: code, Message: err.Error()}
+	return &rpcError{Code: codeInternal, Message: err.Error()}
 }
 
 func (e *rpcError) err() error {
-	switch e.Code {
-	case codeNotLeader:
-		return fmt.Errorf("%w (remote: %s)", errNotLeader, e.Message)
-	case codeShuttingDown:
-		// The remote node is stopping; another may lead soon.
+	if e.Code == "shutting_down" {
 		return fmt.Errorf("%w (remote shutting down: %s)", errNotLeader, e.Message)
-	case codeUnavailable:
-		return fmt.Errorf("%w (remote: %s)", ErrUnavailable, e.Message)
-	case codeUnknown:
-		return fmt.Errorf("%w (remote: %s)", ErrOutcomeUnknown, e.Message)
-	case codeOverloaded:
-		return fmt.Errorf("%w (remote: %s)", ErrOverloaded, e.Message)
-	case codeTooMany:
-		return fmt.Errorf("%w (remote: %s)", ErrTooManyClients, e.Message)
-	case codeDiskFull:
-		return fmt.Errorf("%w (remote: %s)", ErrDiskFull, e.Message)
-	case codeInvalid:
-		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidPolicy, e.Message)
-	case codeTierName:
-		return fmt.Errorf("%w (remote: %s)", bucket.ErrInvalidTierName, e.Message)
-	case codeTooManyTiers:
-		return fmt.Errorf("%w (remote: %s)", bucket.ErrTooManyTiers, e.Message)
-	case codeNoSuchTier:
-		return fmt.Errorf("%w (remote: %s)", fsm.ErrNoSuchTier, e.Message)
-	case codeInvalidCmd:
-		return fmt.Errorf("%w (remote: %s)", fsm.ErrInvalidCommand, e.Message)
+	}
+	for _, c := range rpcCodes {
+		if c.code == e.Code {
+			return fmt.Errorf("%w (remote: %s)", c.err, e.Message)
+		}
 	}
 	// An error this node cannot classify (a newer peer's, or a bug there)
 	// proves nothing about what was done.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func TestAllowWireRoundTrips(t *testing.T) {
 			{Decision: bucket.Decision{Limit: 1, RetryAfter: 9}, Tier: "default", Stamp: 78, MaybeDuplicate: true},
 			{Unresolved: true, Stamp: 79},
 		}},
-		{Error: &rpcError{Code: codeUnknown, Message: "lost"}},
+		{Error: &rpcError{Code: "outcome_unknown", Message: "lost"}},
 		{Decisions: []fsm.Decision{}},
 	}}
 	gotResp, err := decodeAllowResp(appendAllowResp(nil, resp))
@@ -100,4 +101,24 @@ func roundTrip[T any](t *testing.T, v T) T {
 	var out T
 	require.NoError(t, json.Unmarshal(data, &out))
 	return out
+}
+
+// Every error a handler may answer crosses the wire as itself.
+func TestRPCErrorsRoundTrip(t *testing.T) {
+	for _, c := range rpcCodes {
+		got := toRPCError(fmt.Errorf("group 3: %w", c.err)).err()
+		if c.code == "shutting_down" {
+			assert.ErrorIs(t, got, errNotLeader, "a stopping peer took nothing: retry elsewhere")
+			continue
+		}
+		want := c.err // a code several errors share comes back as the first
+		for _, first := range rpcCodes {
+			if first.code == c.code {
+				want = first.err
+				break
+			}
+		}
+		assert.ErrorIs(t, got, want, c.code)
+	}
+	assert.ErrorIs(t, (&rpcError{Code: "from_a_newer_node", Message: "?"}).err(), ErrOutcomeUnknown, "an unknown code proves nothing")
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/transport/httpapi"
 )
 
 func main() {
@@ -186,12 +187,12 @@ func newTool(ctx context.Context, c config, log io.Writer) (*tool, error) {
 		ctx:    ctx,
 		c:      c,
 		log:    log,
-		status: &http.Client{Transport: bearer{http.DefaultTransport, c.token}, Timeout: 2 * time.Second},
-		probe: &http.Client{Transport: bearer{&http.Transport{
+		status: &http.Client{Transport: httpapi.BearerTransport(http.DefaultTransport, c.token), Timeout: 2 * time.Second},
+		probe: &http.Client{Transport: httpapi.BearerTransport(&http.Transport{
 			MaxIdleConnsPerHost: 512,
 			IdleConnTimeout:     time.Minute,
 			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		}, c.token}},
+		}, c.token)},
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".pid")

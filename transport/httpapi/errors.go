@@ -67,32 +67,36 @@ func badRequest(code, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// unavailable are the cluster's errors that answer 503, in the order they
+// are matched (more specific first): what each tells the caller, and how
+// long to wait before retrying. Only outcome_unknown means "maybe decided".
+var unavailable = []struct {
+	err        error
+	code, msg  string
+	retryAfter int
+}{
+	{cluster.ErrShuttingDown, CodeShuttingDown, "this node is shutting down; retry on another node", 1},
+	{cluster.ErrOverloaded, CodeOverloaded, "this node has more work queued than it takes; nothing was decided, retry later or on another node", 1},
+	{cluster.ErrTooManyClients, CodeTooMany, "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided", 1},
+	{cluster.ErrDiskFull, CodeDiskFull, "this node's disk is nearly full; nothing was decided, retry on another node", 5},
+	{cluster.ErrOutcomeUnknown, CodeUnknown, "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", 1},
+	{cluster.ErrUnavailable, CodeUnavailable, "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id", 1},
+}
+
 // mapError turns an error from the Service (or a handler) into the answer
 // to send. It is the only place errors become status codes; it logs what it
 // cannot classify and hides its text from the caller.
 func (s *Server) mapError(r *http.Request, err error) *apiError {
 	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
+	if errors.As(err, &ae) {
 		return ae
-	case errors.Is(err, cluster.ErrShuttingDown):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
-			msg: "this node is shutting down; retry on another node", retryAfter: 1}
-	case errors.Is(err, cluster.ErrOverloaded):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeOverloaded,
-			msg: "this node has more work queued than it takes; nothing was decided, retry later or on another node", retryAfter: 1}
-	case errors.Is(err, cluster.ErrTooManyClients):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeTooMany,
-			msg: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided", retryAfter: 1}
-	case errors.Is(err, cluster.ErrDiskFull):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeDiskFull,
-			msg: "this node's disk is nearly full; nothing was decided, retry on another node", retryAfter: 5}
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnknown,
-			msg: "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", retryAfter: 1}
-	case errors.Is(err, cluster.ErrUnavailable):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			msg: "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id", retryAfter: 1}
+	}
+	for _, u := range unavailable {
+		if errors.Is(err, u.err) {
+			return &apiError{status: http.StatusServiceUnavailable, code: u.code, msg: u.msg, retryAfter: u.retryAfter}
+		}
+	}
+	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout,
 			msg: "no answer before the deadline; retry with the same request_id", retryAfter: 1}
