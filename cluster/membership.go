@@ -32,10 +32,21 @@ type nodeMeta struct {
 	Leads string `json:"leads,omitempty"`
 }
 
+// memberState is what this node knows of another node's liveness.
+type memberState string
+
+// Member states. unproven is only ever seen through peerProofs.view.
+const (
+	memberAlive    memberState = "alive"    // gossip reaches it
+	memberDead     memberState = "dead"     // gossip lost it without a goodbye
+	memberLeft     memberState = "left"     // it said it was leaving, then went
+	memberUnproven memberState = "unproven" // alive, but never proved its node id with a cluster certificate
+)
+
 // member is one node as this node last saw it.
 type member struct {
 	meta   nodeMeta
-	state  string    // "alive", "dead" or "left"
+	state  memberState
 	since  time.Time // when it entered state
 	leads  []bool
 	gossip string // the member's gossip address, to reconnect to it
@@ -167,7 +178,7 @@ func (m *membership) reconnect() {
 	m.mu.Lock()
 	var addrs []string
 	for _, mb := range m.members {
-		if mb.state == "dead" && mb.gossip != "" {
+		if mb.state == memberDead && mb.gossip != "" {
 			addrs = append(addrs, mb.gossip)
 		}
 	}
@@ -213,10 +224,10 @@ func (m *membership) LocalState(join bool) []byte                { return nil }
 func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
 
 // NotifyJoin implements memberlist.EventDelegate.
-func (m *membership) NotifyJoin(n *memberlist.Node) { m.update(n, "alive") }
+func (m *membership) NotifyJoin(n *memberlist.Node) { m.update(n, memberAlive) }
 
 // NotifyUpdate implements memberlist.EventDelegate.
-func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, "alive") }
+func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, memberAlive) }
 
 // NotifyMerge implements memberlist.MergeDelegate: a join with a cluster
 // whose nodes have another group count fails, on both sides.
@@ -259,9 +270,9 @@ func (m *membership) incompatible() error {
 
 // NotifyLeave implements memberlist.EventDelegate. It fires for crashes and
 // departures alike; the Leaving flag tells them apart.
-func (m *membership) NotifyLeave(n *memberlist.Node) { m.update(n, "dead") }
+func (m *membership) NotifyLeave(n *memberlist.Node) { m.update(n, memberDead) }
 
-func (m *membership) update(n *memberlist.Node, state string) {
+func (m *membership) update(n *memberlist.Node, state memberState) {
 	var meta nodeMeta
 	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
 		m.logger.Warn("ignoring gossip member with unreadable metadata", "name", n.Name, "err", err)
@@ -270,8 +281,8 @@ func (m *membership) update(n *memberlist.Node, state string) {
 	if meta.ID == m.self.ID {
 		return
 	}
-	if state == "dead" && meta.Leaving {
-		state = "left"
+	if state == memberDead && meta.Leaving {
+		state = memberLeft
 	}
 	m.mu.Lock()
 	mb, ok := m.members[meta.ID]
@@ -296,7 +307,7 @@ func (m *membership) update(n *memberlist.Node, state string) {
 }
 
 // sortedIDs returns the ids of members in state (any state if empty).
-func sortedIDs(ms map[string]member, state string) []string {
+func sortedIDs(ms map[string]member, state memberState) []string {
 	var ids []string
 	for id, mb := range ms {
 		if state == "" || mb.state == state {

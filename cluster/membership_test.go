@@ -16,7 +16,7 @@ func newTestMembership(t *testing.T, id, gossip string) *membership {
 	return m
 }
 
-func stateOf(m *membership, id string) string {
+func stateOf(m *membership, id string) memberState {
 	return m.snapshot()[id].state
 }
 
@@ -29,7 +29,7 @@ func TestReconnectRejoinsADeadMember(t *testing.T) {
 	defer a.shutdown()
 	b := newTestMembership(t, "b", addrB)
 	require.NoError(t, b.join([]string{a.ml.LocalNode().Address()}))
-	require.Eventually(t, func() bool { return stateOf(a, "b") == "alive" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return stateOf(a, "b") == memberAlive }, 10*time.Second, 20*time.Millisecond)
 
 	require.NoError(t, b.shutdown())
 	require.Eventually(t, func() bool { return stateOf(a, "b") == "dead" }, 20*time.Second, 50*time.Millisecond,
@@ -39,6 +39,6 @@ func TestReconnectRejoinsADeadMember(t *testing.T) {
 	defer b2.shutdown()
 	require.Eventually(t, func() bool {
 		a.reconnect()
-		return stateOf(a, "b") == "alive" && stateOf(b2, "a") == "alive"
+		return stateOf(a, "b") == memberAlive && stateOf(b2, "a") == memberAlive
 	}, 20*time.Second, 200*time.Millisecond, "reconnect did not rejoin the restarted member")
 }

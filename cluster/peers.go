@@ -80,7 +80,7 @@ func (p *peerProofs) needsProof(mb member, now time.Time) bool {
 	if !mb.meta.Leaving {
 		delete(p.leaving, id)
 	}
-	if mb.state != "alive" || now.Sub(p.failed[id]) < proofRetry {
+	if mb.state != memberAlive || now.Sub(p.failed[id]) < proofRetry {
 		return false
 	}
 	return p.proven[id] != mb.meta.RaftAddr || (mb.meta.Leaving && !p.leaving[id])
@@ -121,10 +121,10 @@ func (p *peerProofs) view(ms map[string]member) map[string]member {
 		confirmed := mb.meta.Leaving && p.leaving[id]
 		mb.meta.Leaving = confirmed
 		switch {
-		case mb.state == "alive" && (mb.meta.RaftAddr == "" || p.proven[id] != mb.meta.RaftAddr):
-			mb.state = "unproven"
-		case mb.state == "left" && !confirmed:
-			mb.state = "dead" // removed after DeadAfter, like a crash
+		case mb.state == memberAlive && (mb.meta.RaftAddr == "" || p.proven[id] != mb.meta.RaftAddr):
+			mb.state = memberUnproven
+		case mb.state == memberLeft && !confirmed:
+			mb.state = memberDead // removed after DeadAfter, like a crash
 		}
 		ms[id] = mb
 	}

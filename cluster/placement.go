@@ -105,7 +105,7 @@ func (v placementView) alive(id string) bool {
 		return true
 	}
 	m, ok := v.members[id]
-	return ok && m.state == "alive" && !m.meta.Leaving
+	return ok && m.state == memberAlive && !m.meta.Leaving
 }
 
 // removable reports whether voter id should leave the group: it left or is
@@ -119,9 +119,9 @@ func (v placementView) removable(id string) bool {
 		return false // never seen: maybe gossip has not caught up
 	}
 	switch {
-	case m.state == "left" || m.meta.Leaving:
+	case m.state == memberLeft || m.meta.Leaving:
 		return true
-	case m.state == "dead":
+	case m.state == memberDead:
 		return v.now.Sub(m.since) >= v.dead
 	}
 	return false
@@ -325,7 +325,7 @@ func (n *Node) closeAfterLeave() error {
 func (n *Node) removedEverywhere(ctx context.Context) bool {
 	alive := 0
 	for _, m := range n.members.snapshot() {
-		if m.state == "alive" && !m.meta.Leaving {
+		if m.state == memberAlive && !m.meta.Leaving {
 			alive++
 		}
 	}

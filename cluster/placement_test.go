@@ -13,12 +13,12 @@ func view(self string, members map[string]string) placementView {
 	now := time.Unix(1000, 0)
 	v := placementView{self: self, replicas: 3, dead: 10 * time.Second, now: now, members: map[string]member{}}
 	for id, state := range members {
-		m := member{meta: nodeMeta{ID: id, RaftAddr: id + ":7071"}, state: state, since: now.Add(-time.Minute)}
+		m := member{meta: nodeMeta{ID: id, RaftAddr: id + ":7071"}, state: memberState(state), since: now.Add(-time.Minute)}
 		switch state {
 		case "leaving":
-			m.state, m.meta.Leaving = "alive", true
+			m.state, m.meta.Leaving = memberAlive, true
 		case "just-dead":
-			m.state, m.since = "dead", now.Add(-time.Second)
+			m.state, m.since = memberDead, now.Add(-time.Second)
 		}
 		v.members[id] = m
 	}

@@ -25,7 +25,7 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 		return false, ""
 	}
 	for _, mb := range n.members.snapshot() {
-		if mb.state == "alive" && g.index < len(mb.leads) && mb.leads[g.index] && n.proofs.trusts(mb.meta.ID, mb.meta.RaftAddr) {
+		if mb.state == memberAlive && g.index < len(mb.leads) && mb.leads[g.index] && n.proofs.trusts(mb.meta.ID, mb.meta.RaftAddr) {
 			return false, mb.meta.RaftAddr
 		}
 	}
@@ -85,7 +85,7 @@ func (n *Node) Routes() Routes {
 	httpOf := map[string]string{} // raft address → HTTP address
 	if n.members != nil {
 		for _, m := range n.members.snapshot() {
-			if m.state == "alive" {
+			if m.state == memberAlive {
 				httpOf[m.meta.RaftAddr] = m.meta.HTTPAddr
 			}
 		}

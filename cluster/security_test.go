@@ -218,7 +218,7 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 				failed, _ := n.proofs.last(id)
 				return !failed.IsZero()
 			}, 10*time.Second, 5*time.Millisecond, "%s never tried to prove %s", n.opts.NodeID, id)
-			assert.Equal(t, "alive", n.members.snapshot()[id].state, "gossip believes %s", id)
+			assert.Equal(t, memberAlive, n.members.snapshot()[id].state, "gossip believes %s", id)
 		}
 		assert.NotContains(t, n.members.snapshot(), "n9")
 	}
@@ -262,7 +262,7 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	require.NoError(t, err)
 	forgedAt := time.Now()
 	for _, n := range tc.nodes[:2] {
-		n.members.update(&memberlist.Node{Name: "n3", Meta: forged}, "alive") // what memberlist would deliver
+		n.members.update(&memberlist.Node{Name: "n3", Meta: forged}, memberAlive) // what memberlist would deliver
 	}
 	for _, n := range tc.nodes[:2] {
 		require.Eventually(t, func() bool {

@@ -311,7 +311,7 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 func (n *Node) pushConfig() {
 	n.triggerReconcile() // this node leads the meta group: its replica is current
 	for _, m := range n.members.snapshot() {
-		if m.state != "alive" {
+		if m.state != memberAlive {
 			continue
 		}
 		go func() {
@@ -436,12 +436,12 @@ func (n *Node) Ready(ctx context.Context) error {
 // every group as this node's replica sees it.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: "alive"}}
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(memberAlive)}}
 	ms := n.members.snapshot()
 	for _, id := range sortedIDs(ms, "") {
 		m := ms[id]
-		state := m.state
-		if m.meta.Leaving && state == "alive" {
+		state := string(m.state)
+		if m.meta.Leaving && m.state == memberAlive {
 			state = "leaving"
 		}
 		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.meta.RaftAddr, HTTPAddr: m.meta.HTTPAddr, State: state})
