@@ -61,7 +61,7 @@ type groupConfig struct {
 	logger    *slog.Logger
 	logLevel  slog.Level
 	fsmOpts   fsm.Options
-	onLeader  func(*group) // called (in its own goroutine) when the node starts serving the group
+	onServing func(*group) // called (in its own goroutine) when the node starts serving the group
 	onChange  func()       // called when the node starts or stops serving the group; must not block
 }
 
@@ -144,14 +144,14 @@ func openGroup(c groupConfig) (*group, error) {
 	}
 	g.onChange = c.onChange
 	g.wg.Add(1)
-	go g.watchLeadership(c.onLeader)
+	go g.watchLeadership(c.onServing)
 	return g, nil
 }
 
 // watchLeadership keeps serving in step with raft's leadership: on winning
 // an election it applies a barrier first, so that reads and decisions start
 // from every committed entry.
-func (g *group) watchLeadership(onLeader func(*group)) {
+func (g *group) watchLeadership(onServing func(*group)) {
 	defer g.wg.Done()
 	ch := g.raft.LeaderCh()
 	for {
@@ -172,8 +172,8 @@ func (g *group) watchLeadership(onLeader func(*group)) {
 					}
 					g.barrierTerm.Store(term)
 					g.setServing(true)
-					if onLeader != nil {
-						go onLeader(g)
+					if onServing != nil {
+						go onServing(g)
 					}
 					break
 				} else if errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errAbandoned) {

@@ -166,7 +166,7 @@ func (n *Node) start() error {
 		existing = existing || has
 	}
 	bootstrap := !existing && len(opts.Join) == 0
-	open := func(id string, index int, dir string, onLeader func(*group)) (*group, error) {
+	open := func(id string, index int, dir string, onServing func(*group)) (*group, error) {
 		store := stores[id]
 		delete(stores, id) // the group owns it from here
 		layer, err := layer("g/" + id)
@@ -193,7 +193,7 @@ func (n *Node) start() error {
 			logger:    n.logger,
 			logLevel:  opts.RaftLogLevel.Level(),
 			fsmOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
-			onLeader:  onLeader,
+			onServing: onServing,
 			onChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 		})
 	}

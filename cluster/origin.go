@@ -73,7 +73,7 @@ type resolver struct {
 }
 
 // check returns err, or, for an unknown outcome that may still be resolved,
-// an errNotLeader that makes onLeader try again with the requests marked
+// an errNotLeader that makes atLeader try again with the requests marked
 // as retries.
 func (r *resolver) check(err error) error {
 	if !errors.Is(err, ErrOutcomeUnknown) || r.ctx.Err() != nil {

@@ -32,10 +32,10 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 	return false, ""
 }
 
-// onLeader runs local if this node serves g, or remote with the leader's
+// atLeader runs local if this node serves g, or remote with the leader's
 // address otherwise, retrying while the answer is errNotLeader (nothing was
 // appended) until ctx is done. With no leader known it waits for one.
-func (n *Node) onLeader(ctx context.Context, g *group, local func() error, remote func(addr string) error) error {
+func (n *Node) atLeader(ctx context.Context, g *group, local func() error, remote func(addr string) error) error {
 	backoff := 5 * time.Millisecond
 	for {
 		self, addr := n.leaderOf(g)

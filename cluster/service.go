@@ -128,7 +128,7 @@ func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest
 // gives up.
 func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
-	err := n.onLeader(ctx, g,
+	err := n.atLeader(ctx, g,
 		func() (err error) { ds, err = g.batch.submit(ctx, r.reqs); return r.check(err) },
 		func(addr string) (err error) {
 			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: r.reqs})
@@ -218,7 +218,7 @@ func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAll
 func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error) {
 	g := n.groupFor(client)
 	var v fsm.ClientView
-	err := n.onLeader(ctx, g,
+	err := n.atLeader(ctx, g,
 		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
 		func(addr string) (err error) {
 			w, err := callResult[wireClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
@@ -235,7 +235,7 @@ func (n *Node) clientLocal(ctx context.Context, g *group, client string) (fsm.Cl
 	return g.fsm.View(client, n.opts.Clock.Now().UnixNano()), nil
 }
 
-// readErr lets onLeader retry a read whose answer was lost: a read changes
+// readErr lets atLeader retry a read whose answer was lost: a read changes
 // nothing, so asking again is always safe.
 func readErr(err error) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
@@ -254,7 +254,7 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 		}
 	}
 	g := n.groupFor(client)
-	return n.onLeader(ctx, g,
+	return n.atLeader(ctx, g,
 		func() error { _, err := g.applyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
 		func(addr string) error {
 			_, err := callResult[struct{}](ctx, n.rpc, addr, "/internal/set-tier", rpcClientReq{Client: client, Tier: tier})
@@ -270,7 +270,7 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 		return ConfigChange{}, err
 	}
 	var cc ConfigChange
-	err := n.onLeader(ctx, n.meta,
+	err := n.atLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
 		func(addr string) (err error) {
 			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", toWireConfigOp(op))
@@ -398,7 +398,7 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 // leader after it confirms its leadership.
 func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 	var c bucket.Config
-	err := n.onLeader(ctx, n.meta,
+	err := n.atLeader(ctx, n.meta,
 		func() error {
 			if err := n.meta.verifyRead(ctx); err != nil {
 				return err
