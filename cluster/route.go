@@ -84,7 +84,9 @@ func (n *Node) Routes() Routes {
 	rt := Routes{Groups: len(n.groups), Leaders: map[int]string{}}
 	httpOf := map[string]string{} // raft address → HTTP address
 	if n.members != nil {
-		for _, m := range n.members.snapshot() {
+		// Only members that proved their node id: a forged gossip member
+		// must not be able to point callers at an address of its choosing.
+		for _, m := range n.trustedMembers() {
 			if m.state == memberAlive {
 				httpOf[m.meta.RaftAddr] = m.meta.HTTPAddr
 			}

@@ -230,6 +230,24 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 	d, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "zoe", Cost: 1}})
 	require.NoError(t, err)
 	assert.True(t, d[0].Allowed)
+
+	// What a node tells callers never trusts the fakes either: its status
+	// shows them unproven, and its routes never send a caller to the HTTP
+	// address n7 gossips beside n2's raft address.
+	for _, n := range tc.live() {
+		st, err := n.Status(ctx(t))
+		require.NoError(t, err)
+		for _, ns := range st.Nodes {
+			if ns.ID == "n7" || ns.ID == "n8" {
+				assert.Equal(t, string(memberUnproven), ns.State, "%s's status of %s", n.opts.NodeID, ns.ID)
+			}
+		}
+		rt := n.Routes()
+		assert.Len(t, rt.Leaders, tc.groups)
+		for g, addr := range rt.Leaders {
+			assert.NotEqual(t, "127.0.0.36:1", addr, "%s routes group %d to a fake", n.opts.NodeID, g)
+		}
+	}
 }
 
 // fakeRaftPort is an address that accepts connections and closes them, as

@@ -310,8 +310,8 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 // meta group (see configHint).
 func (n *Node) pushConfig() {
 	n.triggerReconcile() // this node leads the meta group: its replica is current
-	for _, m := range n.members.snapshot() {
-		if m.state != memberAlive {
+	for _, m := range n.trustedMembers() {
+		if m.state != memberAlive { // unproven members get no hints
 			continue
 		}
 		go func() {
@@ -437,7 +437,7 @@ func (n *Node) Ready(ctx context.Context) error {
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
 	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(memberAlive)}}
-	ms := n.members.snapshot()
+	ms := n.trustedMembers() // unproven members show as such
 	for _, id := range sortedIDs(ms, "") {
 		m := ms[id]
 		state := string(m.state)
@@ -459,7 +459,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 
 // nodeAt returns the id of the member whose raft address is addr.
 func (n *Node) nodeAt(addr string) string {
-	for id, m := range n.members.snapshot() {
+	for id, m := range n.trustedMembers() {
 		if m.meta.RaftAddr == addr {
 			return id
 		}
