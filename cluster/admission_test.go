@@ -16,7 +16,7 @@ import (
 // once with ErrOverloaded, decides nothing, and takes calls again when the
 // backlog is gone.
 func TestOverloadedNodeRefusesAtOnce(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock(), func(o *Options) { o.MaxPending = 10 })
+	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.MaxPending = 10 })
 	n.pending.Store(10) // ten decisions already waiting
 	_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ana", Cost: 1}})
 	require.ErrorIs(t, err, ErrOverloaded)
@@ -45,7 +45,7 @@ func TestOverloadedNodeRefusesAtOnce(t *testing.T) {
 // serves the clients it holds, and takes new ones again once reclaim has
 // forgotten full buckets.
 func TestMaxClientsRefusesOnlyNewClients(t *testing.T) {
-	clock := newManualClock()
+	clock := NewManualClock()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) { o.MaxClients = 2 })
 	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 5, Rate: bucket.Scale}})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestMaxClientsRefusesOnlyNewClients(t *testing.T) {
 // Tiers are capped where they are created; changing an existing tier at the
 // cap is still allowed.
 func TestTierCap(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	p := bucket.Policy{Capacity: 1, Rate: bucket.Scale}
 	// Fill the configuration to the cap in one committed entry, as a
 	// restored or older cluster might hold it.

@@ -94,3 +94,23 @@ func (c *stampClock) Now() time.Time {
 
 // HeldBack returns how far the last reading was held back (0: not at all).
 func (c *stampClock) HeldBack() time.Duration { return time.Duration(c.held.Load()) }
+
+// ManualClock is a Clock that moves only when told: for tests, and for
+// tools that replay time. It starts at ManualClockStart.
+type ManualClock struct{ ns atomic.Int64 }
+
+// ManualClockStart is where every ManualClock starts.
+var ManualClockStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// NewManualClock returns a ManualClock at ManualClockStart.
+func NewManualClock() *ManualClock {
+	c := &ManualClock{}
+	c.ns.Store(ManualClockStart.UnixNano())
+	return c
+}
+
+// Now returns the clock's time (without a monotonic reading).
+func (c *ManualClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Advance moves the clock by d.
+func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }

@@ -48,7 +48,7 @@ func freePort(t *testing.T) string {
 }
 
 func newTestCluster(t *testing.T, size int) *testCluster {
-	tc := &testCluster{t: t, clock: newManualClock(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
+	tc := &testCluster{t: t, clock: NewManualClock(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
 	for range size {
 		tc.addNode()
 	}
@@ -100,7 +100,7 @@ func (tc *testCluster) start(i int) {
 		Clock:             tc.clock,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		ReclaimInterval:   -1,
-		Raft:              fastRaft,
+		Raft:              LoopbackRaftTimings,
 		DeadAfter:         tc.deadAfter,
 		PlacementInterval: 50 * time.Millisecond,
 		partition:         tc.partition,
@@ -354,7 +354,7 @@ func TestClusterPolicyChangeAgreesOnEveryReplica(t *testing.T) {
 					return
 				default:
 				}
-				tc.clock.(*manualClock).Advance(time.Millisecond)
+				tc.clock.(*ManualClock).Advance(time.Millisecond)
 				_, _ = tc.nodes[w%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("k%d", i%17), Cost: 1}})
 			}
 		}()
@@ -411,7 +411,7 @@ func TestClusterMinorityLeaderCannotAdmit(t *testing.T) {
 }
 
 func TestClusterJoinAndReplaceDeadNode(t *testing.T) {
-	tc := &testCluster{t: t, clock: newManualClock(), groups: 6, partition: &Partition{}, deadAfter: 500 * time.Millisecond}
+	tc := &testCluster{t: t, clock: NewManualClock(), groups: 6, partition: &Partition{}, deadAfter: 500 * time.Millisecond}
 	tc.addNode()
 	tc.waitStable(1)
 	_, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "early", Cost: 4}})
@@ -438,7 +438,7 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	_, err := New(Options{
 		NodeID: "odd", DataDir: t.TempDir(), RaftAddr: freePort(t), GossipAddr: freePort(t),
 		Join: []string{tc.gossip[0]}, Groups: tc.groups + 2, Logger: slog.New(slog.DiscardHandler),
-		Raft: fastRaft, ReclaimInterval: -1,
+		Raft: LoopbackRaftTimings, ReclaimInterval: -1,
 	})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))

@@ -27,29 +27,6 @@ import (
 	"github.com/quorate/quorate/fsm"
 )
 
-// manualClock is a Clock that moves only when the test says so.
-type manualClock struct{ ns atomic.Int64 }
-
-var _ Clock = (*manualClock)(nil)
-
-func newManualClock() *manualClock {
-	c := &manualClock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *manualClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-var fastRaft = RaftTimings{
-	HeartbeatTimeout:   50 * time.Millisecond,
-	ElectionTimeout:    50 * time.Millisecond,
-	LeaderLeaseTimeout: 50 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-	SnapshotInterval:   time.Hour,
-	SnapshotThreshold:  1 << 20,
-}
-
 func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) *Node {
 	t.Helper()
 	opts := Options{
@@ -61,7 +38,7 @@ func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) 
 		Clock:           clock,
 		Logger:          slog.New(slog.DiscardHandler),
 		ReclaimInterval: -1,
-		Raft:            fastRaft,
+		Raft:            LoopbackRaftTimings,
 		Registerer:      prometheus.NewRegistry(),
 	}
 	for _, m := range mutate {
@@ -102,7 +79,7 @@ func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) Conf
 // TestWorkedExampleOnNode runs README.md's worked example ("Try it")
 // through a real node: real raft, real log files, an injected clock.
 func TestWorkedExampleOnNode(t *testing.T) {
-	clock := newManualClock()
+	clock := NewManualClock()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {
 		o.Initial = bucket.Config{Default: bucket.Policy{Capacity: 3, Rate: bucket.Scale}}
 	})
@@ -152,7 +129,7 @@ func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
 
 func testRestartKeepsState(t *testing.T, layout string) {
 	dir := t.TempDir()
-	clock := newManualClock()
+	clock := NewManualClock()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout })
 	setTier(t, n, "pro", 100, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro"))
@@ -186,7 +163,7 @@ func testRestartKeepsState(t *testing.T, layout string) {
 }
 
 func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
-	clock := newManualClock()
+	clock := NewManualClock()
 	n := startNode(t, t.TempDir(), clock)
 	setTier(t, n, "fixed", 500, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed"))
@@ -213,7 +190,7 @@ func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
 }
 
 func TestMixedGroupBatchKeepsOrder(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	var reqs []fsm.AllowRequest
 	for i := range 40 {
 		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("k%d", i%8), Cost: int64(i % 3)})
@@ -237,7 +214,7 @@ func TestMixedGroupBatchKeepsOrder(t *testing.T) {
 }
 
 func TestDuplicateRequestIDTakesNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	req := []fsm.AllowRequest{{Client: "dave", Cost: 4, RequestID: "r-1"}}
 	first, err := n.Allow(ctx(t), req)
 	require.NoError(t, err)
@@ -251,7 +228,7 @@ func TestDuplicateRequestIDTakesNothing(t *testing.T) {
 }
 
 func TestConfigChangeReachesEveryGroup(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	cc := setTier(t, n, "free", 5, 1)
 	assert.Len(t, cc.Applied, 4)
 	for _, g := range n.groups {
@@ -269,7 +246,7 @@ func TestConfigChangeReachesEveryGroup(t *testing.T) {
 
 func TestDataDirRemembersGroupCount(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, newManualClock())
+	n := startNode(t, dir, NewManualClock())
 	require.NoError(t, n.Close())
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "created with 4 groups")
@@ -279,14 +256,14 @@ func TestDataDirRemembersGroupCount(t *testing.T) {
 
 func TestDataDirRemembersLogStore(t *testing.T) {
 	dir := t.TempDir()
-	clock := newManualClock()
+	clock := NewManualClock()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = LogStoreBoltDB })
 	allowOne(t, n, "dora", 2)
 	require.NoError(t, n.Close())
 	open := func(layout string) (*Node, error) {
 		return New(Options{NodeID: "n1", DataDir: dir, LogStore: layout, // Groups: the data dir's
 			Clock: clock, Logger: slog.New(slog.DiscardHandler),
-			RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Raft: fastRaft, ReclaimInterval: -1})
+			RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Raft: LoopbackRaftTimings, ReclaimInterval: -1})
 	}
 	_, err := open(LogStoreShared)
 	assert.ErrorContains(t, err, `created with log store "boltdb", not "shared"`)
@@ -310,7 +287,7 @@ func TestDataDirRemembersLogStore(t *testing.T) {
 
 func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, newManualClock())
+	n := startNode(t, dir, NewManualClock())
 	require.NoError(t, n.Close())
 	require.NoError(t, os.Remove(filepath.Join(dir, "quorate.json")))
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
@@ -321,7 +298,7 @@ func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 // the data dir: clients would hash to groups holding none of their state.
 func TestClusterFileCheckedAgainstGroups(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, newManualClock()) // 4 groups
+	n := startNode(t, dir, NewManualClock()) // 4 groups
 	require.NoError(t, n.Close())
 	path := filepath.Join(dir, "quorate.json")
 	data, err := os.ReadFile(path)
@@ -355,8 +332,8 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 	for _, layout := range []string{LogStoreShared, LogStoreBoltDB} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := newManualClock()
-			timings := fastRaft
+			clock := NewManualClock()
+			timings := LoopbackRaftTimings
 			timings.TrailingLogs = 10
 			n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout; o.Raft = timings })
 			setTier(t, n, "fixed", 1000, 0)
@@ -392,7 +369,7 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 // its log.
 func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
 	n, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		Groups: 4, Logger: slog.New(slog.DiscardHandler), Raft: fastRaft, ReclaimInterval: -1,
+		Groups: 4, Logger: slog.New(slog.DiscardHandler), Raft: LoopbackRaftTimings, ReclaimInterval: -1,
 		Initial: bucket.Config{Default: bucket.Policy{Capacity: 1000, Rate: 0}}})
 	require.NoError(t, err)
 	defer n.Close()
@@ -413,7 +390,7 @@ func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
 // allow sent to a group that does not own the client, is refused, and the
 // node (every replica, had it been committed) keeps serving.
 func TestForgedInternalRPCsAreRefused(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	long := strings.Repeat("c", 300)
 
 	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: long, Tier: "free"})
@@ -448,7 +425,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 // with limits turned off installs nothing, because data groups install only
 // what the meta group committed.
 func TestForgedConfigPushInstallsNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	want := n.meta.fsm.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
@@ -475,7 +452,7 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 // lose-then-regain) refuses, and the caller retries until the barrier of the
 // current term is applied.
 func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	allowOne(t, n, "rita", 3)
 	g := n.groupFor("rita")
 	term := g.barrierTerm.Load()
@@ -496,7 +473,7 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 // Items forwarded together each keep their own caller's deadline: an item
 // whose deadline has passed is not proposed, however late the others' are.
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	late, early := "late-caller", "early-caller"
 	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
@@ -531,7 +508,7 @@ func TestClosedForwarderAnswersAtOnce(t *testing.T) {
 // The node's metrics include the log's fsyncs and the request ids forgotten
 // early, per group.
 func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	allowOne(t, n, "mia", 1)
 	families, err := n.opts.Registerer.(*prometheus.Registry).Gather()
 	require.NoError(t, err)
@@ -563,7 +540,7 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 // proposed: the caller has been told its outcome is unknown, and a late
 // proposal could still take effect behind its back.
 func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
-	n := startNode(t, t.TempDir(), newManualClock())
+	n := startNode(t, t.TempDir(), NewManualClock())
 	// post sends body as a peer whose caller's deadline is deadline.
 	post := func(path string, body any, deadline time.Time) *rpcError {
 		t.Helper()

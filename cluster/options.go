@@ -131,6 +131,17 @@ const (
 	DefaultPlacementInterval = time.Second
 )
 
+// LoopbackRaftTimings suit nodes on one machine (tests, a local cluster):
+// elections in tens of milliseconds, no snapshots unless asked for.
+var LoopbackRaftTimings = RaftTimings{
+	HeartbeatTimeout:   50 * time.Millisecond,
+	ElectionTimeout:    50 * time.Millisecond,
+	LeaderLeaseTimeout: 50 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+	SnapshotInterval:   time.Hour,
+	SnapshotThreshold:  1 << 20,
+}
+
 // DefaultRaftTimings suit a LAN: a crashed leader is replaced in about a
 // second.
 var DefaultRaftTimings = RaftTimings{

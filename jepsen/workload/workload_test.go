@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/jepsen/checker"
 	"github.com/quorate/quorate/jepsen/history"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -33,17 +33,9 @@ func startNode(t *testing.T) string {
 // plant a bug in front of a correct node).
 func startNodeWith(t *testing.T, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	n, err := cluster.New(cluster.Options{
-		NodeID: "w1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Groups: 2,
-		Logger: slog.New(slog.DiscardHandler), ReclaimInterval: -1,
-		Raft: cluster.RaftTimings{HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
-			LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 20},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = n.Close() })
+	n := clustertest.StartNode(t, cluster.Options{NodeID: "w1", Groups: 2})
 	srv := httptest.NewServer(wrap(httpapi.New(n, httpapi.Options{})))
 	t.Cleanup(srv.Close)
-	require.Eventually(t, func() bool { return n.Ready(context.Background()) == nil }, 10*time.Second, 10*time.Millisecond)
 	return srv.URL
 }
 

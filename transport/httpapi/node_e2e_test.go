@@ -6,15 +6,12 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,25 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
-// manualClock is a cluster.Clock that moves only when the test says so.
-type manualClock struct{ ns atomic.Int64 }
+// e2eT0 is where every cluster.ManualClock starts.
+var e2eT0 = cluster.ManualClockStart
 
-var _ cluster.Clock = (*manualClock)(nil)
-
-// e2eT0 is where every manualClock starts.
-var e2eT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func newManualClock() *manualClock {
-	c := &manualClock{}
-	c.ns.Store(e2eT0.UnixNano())
-	return c
-}
-
-func (c *manualClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func newManualClock() *cluster.ManualClock { return cluster.NewManualClock() }
 
 // liveNode is a real single-node cluster served by the HTTP API on loopback.
 type liveNode struct {
@@ -56,52 +42,10 @@ type liveNode struct {
 func startLiveNode(t *testing.T, dir string, clock cluster.Clock) *liveNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	node, err := cluster.New(cluster.Options{
-		NodeID:          "n1",
-		DataDir:         dir,
-		RaftAddr:        "127.0.0.1:0",
-		GossipAddr:      "127.0.0.1:0",
-		Groups:          4,
-		Clock:           clock,
-		Logger:          slog.New(slog.DiscardHandler),
-		ReclaimInterval: -1,
-		Registerer:      reg,
-		Raft: cluster.RaftTimings{
-			HeartbeatTimeout:   50 * time.Millisecond,
-			ElectionTimeout:    50 * time.Millisecond,
-			LeaderLeaseTimeout: 50 * time.Millisecond,
-			CommitTimeout:      5 * time.Millisecond,
-			SnapshotInterval:   time.Hour,
-			SnapshotThreshold:  1 << 20,
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = node.Close() })
+	node := clustertest.StartNode(t, cluster.Options{DataDir: dir, Clock: clock, Registerer: reg})
 	srv := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
 	t.Cleanup(srv.Close) // runs before node.Close
-	ln := &liveNode{node: node, srv: srv, api: httpapi.NewClient(srv.URL, srv.Client())}
-
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if node.Ready(ctx) != nil {
-			return false
-		}
-		if tiers, err := ln.api.Tiers(ctx); err != nil || tiers.Version < 1 {
-			return false
-		}
-		st, err := ln.api.Cluster(ctx)
-		if err != nil {
-			return false
-		}
-		for _, g := range st.Groups {
-			if g.ConfigVersion < 1 {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, 5*time.Millisecond, "node never became ready over HTTP")
-	return ln
+	return &liveNode{node: node, srv: srv, api: httpapi.NewClient(srv.URL, srv.Client())}
 }
 
 // close stops the HTTP server and then the node, as a restart would.
