@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 type testCluster struct {
 	t         *testing.T
 	clock     Clock
+	clocks    map[int]Clock // per-node clocks replacing clock, if set
 	groups    int
 	partition *Partition
 	nodes     []*Node
@@ -97,7 +99,7 @@ func (tc *testCluster) start(i int) {
 		GossipAddr:        tc.gossip[i],
 		Join:              join,
 		Groups:            tc.groups,
-		Clock:             tc.clock,
+		Clock:             cmp.Or(tc.clocks[i], tc.clock),
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		ReclaimInterval:   -1,
 		Raft:              LoopbackRaftTimings,

@@ -30,6 +30,9 @@ type nodeMeta struct {
 	// Leads is a base64 bitmap of the data groups this node leads and
 	// serves; bit G is the meta group.
 	Leads string `json:"leads,omitempty"`
+	// ClockOff says this node's clock is further than MaxClockOffset from
+	// most of its peers': it must not lead (see clockGuard).
+	ClockOff bool `json:"clock_off,omitempty"`
 }
 
 // memberState is what this node knows of another node's liveness.
@@ -146,6 +149,19 @@ func (m *membership) setLeads(leads []bool) {
 	m.mu.Lock()
 	changed := m.self.Leads != enc
 	m.self.Leads = enc
+	m.mu.Unlock()
+	if changed {
+		if err := m.ml.UpdateNode(time.Second); err != nil {
+			m.logger.Debug("gossip update", "err", err)
+		}
+	}
+}
+
+// setClockOff publishes whether this node's clock is out of bounds.
+func (m *membership) setClockOff(off bool) {
+	m.mu.Lock()
+	changed := m.self.ClockOff != off
+	m.self.ClockOff = off
 	m.mu.Unlock()
 	if changed {
 		if err := m.ml.UpdateNode(time.Second); err != nil {

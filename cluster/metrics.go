@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,8 @@ type nodeMetrics struct {
 	refusals  *prometheus.CounterVec
 	diskFree  *prometheus.Desc
 	diskLow   *prometheus.Desc
+	clockSkew *prometheus.Desc
+	clockOff  *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -53,6 +56,10 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		diskFree: prometheus.NewDesc("quorate_disk_free_bytes", "Free space of the data dir's file system, as last checked (every second).", nil, nil),
 		diskLow: prometheus.NewDesc("quorate_disk_low",
 			"1 while the data dir's free space is below --min-free-disk: the node refuses new decisions (503 disk_full) and is not ready.", nil, nil),
+		clockSkew: prometheus.NewDesc("quorate_clock_offset_seconds",
+			"Median offset of this node's peers' clocks from its own (positive: they are ahead), as last measured (every 2 s).", nil, nil),
+		clockOff: prometheus.NewDesc("quorate_clock_off",
+			"1 while this node's clock is further than --max-clock-offset from most of its peers': it decides nothing and hands its leadership over.", nil, nil),
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
@@ -94,7 +101,7 @@ func (m *nodeMetrics) refused(err error) {
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow, m.clockSkew, m.clockOff} {
 		ch <- d
 	}
 }
@@ -112,6 +119,12 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		low = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
+	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, time.Duration(n.clockSkew.Load()).Seconds())
+	clockOff := 0.0
+	if n.clockOff.Load() {
+		clockOff = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)
 	if sc, ok := n.opts.Clock.(*stampClock); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}

@@ -53,6 +53,10 @@ type Node struct {
 	// below the reserve, as checkDisk last saw them.
 	diskFree atomic.Int64
 	diskLow  atomic.Bool
+	// clockOff and clockSkew: whether this node's clock is out of bounds,
+	// and its median offset to its peers, as checkClocks last saw them.
+	clockOff  atomic.Bool
+	clockSkew atomic.Int64
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
@@ -241,6 +245,7 @@ func (n *Node) start() error {
 		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
 	n.checkDisk()
 	n.every(diskCheckInterval, nil, n.checkDisk)
+	n.every(clockCheckInterval, nil, n.checkClocks)
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)

@@ -80,6 +80,10 @@ type Options struct {
 	// is refused with ErrTooManyClients and known clients are still served
 	// (DefaultMaxClients if zero; negative: no limit).
 	MaxClients int
+	// MaxClockOffset is how far this node's clock may be from most of its
+	// peers' before it stops deciding and leading (DefaultMaxClockOffset if
+	// zero; negative: no check). See checkClocks.
+	MaxClockOffset time.Duration
 	// MinFreeDisk is the free space, in bytes, the node keeps in its data
 	// dir's file system: below it, new decisions are refused with
 	// ErrDiskFull and the node is not ready (DefaultMinFreeDisk if zero;
@@ -194,6 +198,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultMaxPending
+	}
+	if o.MaxClockOffset == 0 {
+		o.MaxClockOffset = DefaultMaxClockOffset
 	}
 	if o.MinFreeDisk == 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk

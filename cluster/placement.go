@@ -65,6 +65,8 @@ type placementView struct {
 	selfAddr string
 	// preferred maps a group id to the node that should lead it.
 	preferred map[string]string
+	// selfClockOff is this node's own ClockOff (members carry theirs).
+	selfClockOff bool
 }
 
 // liveIDs returns this node and every live member, sorted.
@@ -79,20 +81,45 @@ func (v placementView) liveIDs() []string {
 	return live
 }
 
+// leaderCandidates returns the live nodes that may lead: those whose
+// clocks are within bounds (all of them if none is).
+func (v placementView) leaderCandidates() []string {
+	var out []string
+	for _, id := range v.liveIDs() {
+		off := v.selfClockOff
+		if id != v.self {
+			off = v.members[id].meta.ClockOff
+		}
+		if !off {
+			out = append(out, id)
+		}
+	}
+	if len(out) == 0 {
+		return v.liveIDs()
+	}
+	return out
+}
+
 // preferredLeaders assigns every group a preferred leader among its
 // preferred replicas, greedily to the candidate leading the fewest groups so
 // far (ties in rendezvous order), so that leaders spread evenly. Every node
 // computes the same assignment from the same membership.
-func preferredLeaders(groupIDs []string, live []string, replicas int) map[string]string {
+func preferredLeaders(groupIDs []string, live []string, replicas int, candidates ...string) map[string]string {
 	want := min(replicas, len(live))
 	count := map[string]int{}
 	out := make(map[string]string, len(groupIDs))
 	for _, g := range groupIDs {
 		best := ""
 		for _, id := range rendezvous(g, live)[:want] {
+			if len(candidates) > 0 && !slices.Contains(candidates, id) {
+				continue // may replicate, may not lead
+			}
 			if best == "" || count[id] < count[best] {
 				best = id
 			}
+		}
+		if best == "" { // no candidate among the replicas: the first may lead
+			best = rendezvous(g, live)[0]
 		}
 		count[best]++
 		out[g] = best
@@ -229,12 +256,14 @@ func (p *placer) place() {
 		dead:     n.opts.DeadAfter,
 		now:      time.Now(),
 		members:  n.trustedMembers(),
+
+		selfClockOff: n.clockOff.Load(),
 	}
 	var ids []string
 	for _, g := range n.allGroups() {
 		ids = append(ids, g.id)
 	}
-	v.preferred = preferredLeaders(ids, v.liveIDs(), v.replicas)
+	v.preferred = preferredLeaders(ids, v.liveIDs(), v.replicas, v.leaderCandidates()...)
 	for _, g := range n.allGroups() {
 		if !g.serving.Load() {
 			continue

@@ -159,6 +159,9 @@ func (n *Node) rpcHandler() http.Handler {
 		return struct{}{}, nil
 	})
 	handleRPC(mux, "/internal/whoami", n.whoami) // see peers.go
+	handleRPC(mux, "/internal/time", func(context.Context, struct{}) (int64, error) {
+		return n.opts.Clock.Now().UnixNano(), nil // the clock this node stamps with
+	})
 	handleRPC(mux, "/internal/groups", func(context.Context, struct{}) ([]GroupStatus, error) {
 		return n.localGroupStatus(), nil
 	})

@@ -146,6 +146,11 @@ func (n *Node) admitClients(g *group, reqs []fsm.AllowRequest) error {
 	if err := n.diskErr(); err != nil {
 		return err
 	}
+	if g != nil { // only a leader stamps: the node a call reached may forward it
+		if err := n.clockErr(); err != nil {
+			return err
+		}
+	}
 	if n.opts.MaxClients < 0 {
 		return nil
 	}
@@ -419,6 +424,9 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 func (n *Node) Ready(ctx context.Context) error {
 	if err := n.diskErr(); err != nil {
 		return err
+	}
+	if n.clockOff.Load() {
+		return fmt.Errorf("%w: %w: %v from its peers, at most %v", ErrUnavailable, errClockOff, time.Duration(n.clockSkew.Load()), n.opts.MaxClockOffset)
 	}
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)
