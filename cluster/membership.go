@@ -31,7 +31,7 @@ type nodeMeta struct {
 	// serves; bit G is the meta group.
 	Leads string `json:"leads,omitempty"`
 	// ClockOff says this node's clock is further than MaxClockOffset from
-	// most of its peers': it must not lead (see clockGuard).
+	// most of its peers': it must not lead (see checkClocks).
 	ClockOff bool `json:"clock_off,omitempty"`
 }
 
@@ -146,36 +146,32 @@ func (m *membership) join(addrs []string) error {
 // setLeads publishes which groups this node leads.
 func (m *membership) setLeads(leads []bool) {
 	enc := encodeBitmap(leads)
-	m.mu.Lock()
-	changed := m.self.Leads != enc
-	m.self.Leads = enc
-	m.mu.Unlock()
-	if changed {
-		if err := m.ml.UpdateNode(time.Second); err != nil {
-			m.logger.Debug("gossip update", "err", err)
-		}
-	}
+	m.publish(func(self *nodeMeta) { self.Leads = enc })
 }
 
 // setClockOff publishes whether this node's clock is out of bounds.
 func (m *membership) setClockOff(off bool) {
+	m.publish(func(self *nodeMeta) { self.ClockOff = off })
+}
+
+// setLeaving publishes that this node is leaving on purpose.
+func (m *membership) setLeaving() {
+	m.publish(func(self *nodeMeta) { self.Leaving = true })
+}
+
+// publish applies change to this node's metadata and gossips it, if it
+// changed anything.
+func (m *membership) publish(change func(self *nodeMeta)) {
 	m.mu.Lock()
-	changed := m.self.ClockOff != off
-	m.self.ClockOff = off
+	before := m.self
+	change(&m.self)
+	changed := m.self != before
 	m.mu.Unlock()
 	if changed {
 		if err := m.ml.UpdateNode(time.Second); err != nil {
 			m.logger.Debug("gossip update", "err", err)
 		}
 	}
-}
-
-// setLeaving publishes that this node is leaving on purpose.
-func (m *membership) setLeaving() {
-	m.mu.Lock()
-	m.self.Leaving = true
-	m.mu.Unlock()
-	_ = m.ml.UpdateNode(time.Second)
 }
 
 func (m *membership) leave(timeout time.Duration) error {

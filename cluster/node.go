@@ -211,7 +211,7 @@ func (n *Node) start() error {
 			return err
 		}
 		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
-			func(reqs []fsm.AllowRequest) error { return n.admitClients(g, reqs) })
+			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()

@@ -44,9 +44,9 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 }
 
 func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
-	// The budget is checked here, on this node's replicas, so that a call
-	// is refused as a whole; each group's leader checks it again.
-	if err := n.admitClients(nil, reqs); err != nil {
+	// Checked here, on this node's replicas, so that a call is refused as
+	// a whole; each group's leader checks again.
+	if err := n.admit(nil, reqs); err != nil {
 		return nil, err
 	}
 	if len(reqs) == 1 {
@@ -137,12 +137,13 @@ func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decisio
 	return r.finish(ds, err)
 }
 
-// admitClients refuses reqs while the node is low on disk, or if one would
-// create a bucket while the node holds its budget of them
-// (Options.MaxClients). g is the requests' group, or nil to look each
-// client's up. Entries in flight are not counted, so the budget may be
-// passed by what they create.
-func (n *Node) admitClients(g *group, reqs []fsm.AllowRequest) error {
+// admit refuses reqs, deciding nothing, while the node is low on disk,
+// while its clock is off (only where it would stamp them: g is set on a
+// group's leader), or if one would create a bucket while the node holds its
+// budget of them (Options.MaxClients). g is the requests' group, or nil to
+// look each client's up. Entries in flight are not counted, so the budget
+// may be passed by what they create.
+func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
 	if err := n.diskErr(); err != nil {
 		return err
 	}

@@ -19,9 +19,6 @@ type wirePolicy struct {
 
 func toWirePolicy(p bucket.Policy) wirePolicy { return wirePolicy{Capacity: p.Capacity, Rate: p.Rate} }
 func (w wirePolicy) policy() bucket.Policy    { return bucket.Policy{Capacity: w.Capacity, Rate: w.Rate} }
-func toWireConfigOp(op fsm.ConfigOp) wireConfigOp {
-	return wireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
-}
 
 // wireConfigOp is an fsm.ConfigOp (POST /internal/config-op).
 type wireConfigOp struct {
@@ -31,6 +28,10 @@ type wireConfigOp struct {
 }
 
 var opKinds = map[fsm.ConfigOpKind]string{fsm.OpSetTier: "set_tier", fsm.OpDeleteTier: "delete_tier", fsm.OpSetDefault: "set_default"}
+
+func toWireConfigOp(op fsm.ConfigOp) wireConfigOp {
+	return wireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
+}
 
 func (w wireConfigOp) op() (fsm.ConfigOp, error) {
 	for k, name := range opKinds {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +72,7 @@ func clusterSecurity(f *securityFlags, nodeID, raftAddr, gossipAddr string, join
 			return nil, nil, fmt.Errorf("--gossip-key: %w", err)
 		}
 	}
-	exposed := joins || !isLoopback(raftAddr) || !isLoopback(gossipAddr)
+	exposed := joins || !loopbackAddr(raftAddr) || !loopbackAddr(gossipAddr)
 	switch {
 	case tlsConf != nil && keys != nil:
 	case f.insecure:
@@ -83,19 +82,6 @@ func clusterSecurity(f *securityFlags, nodeID, raftAddr, gossipAddr string, join
 		return nil, nil, usageError{errInsecure}
 	}
 	return tlsConf, keys, nil
-}
-
-// isLoopback reports whether a host:port listens on loopback only.
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 const certsUsage = `Usage:

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,32 +15,14 @@ import (
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
-// lockedBuffer is a bytes.Buffer that serve and a test may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // serveNode runs `quorate serve` in-process on fresh loopback ports with
 // args, waits until it is ready and returns a client, its gossip address
 // and its log.
-func serveNode(t *testing.T, args ...string) (*httpapi.Client, string, *lockedBuffer) {
+func serveNode(t *testing.T, args ...string) (*httpapi.Client, string, *syncBuffer) {
 	t.Helper()
 	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--raft-addr", raftAddr, "--gossip-addr", gossipAddr,
