@@ -278,6 +278,9 @@ func (g *group) verifyRead(ctx context.Context) error {
 		return fmt.Errorf("%w: group %s", errNotLeader, g.id)
 	}
 	term := g.raft.CurrentTerm()
+	if h, ok := g.trans.(interface{ Hurry(time.Duration) }); ok {
+		h.Hurry(hurryRead) // VerifyLeader's heartbeats need not wait for the tick
+	}
 	if err := waitFuture(g.raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
 		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
 	} else if errors.Is(err, raft.ErrRaftShutdown) {
@@ -297,6 +300,10 @@ func (g *group) verifyRead(ctx context.Context) error {
 	}
 	return nil
 }
+
+// hurryRead is how long a read makes its group's raft requests urgent:
+// long enough for VerifyLeader's round of heartbeats.
+const hurryRead = 100 * time.Millisecond
 
 // close stops the group's raft and closes its stores.
 func (g *group) close() error {

@@ -25,6 +25,7 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
+	"github.com/quorate/quorate/transport/raftnet"
 )
 
 // Node is one quorate server: every group it hosts, its gossip membership,
@@ -38,6 +39,7 @@ type Node struct {
 	groups   []*group
 	metrics  *nodeMetrics
 	mux      *raftmux.Mux
+	net      *raftnet.Net // every group's raft traffic, one connection per peer
 	rpcSrv   *http.Server
 	rpc      *rpcClient
 	origins  *originSource
@@ -141,6 +143,17 @@ func (n *Node) start() error {
 	}}}
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
+	netLn, err := layer(raftLayer)
+	if err != nil {
+		return err
+	}
+	// Every group's raft traffic to a peer shares one connection; requests
+	// without entries wait up to a fifth of the heartbeat timeout to share
+	// a write (raftnet's doc says why a fifth).
+	n.net = raftnet.New(netLn, raft.ServerAddress(n.raftAddr), raftnet.Options{
+		Tick:   opts.Raft.HeartbeatTimeout / 5,
+		Logger: n.logger.With("component", "raftnet"),
+	})
 
 	if n.logs, err = openLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
@@ -173,17 +186,11 @@ func (n *Node) start() error {
 	open := func(id string, index int, dir string, onServing func(*group)) (*group, error) {
 		store := stores[id]
 		delete(stores, id) // the group owns it from here
-		layer, err := layer("g/" + id)
+		trans, err := n.net.Transport(id)
 		if err != nil {
 			store.Close()
 			return nil, err
 		}
-		trans := noPipeline{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  layer,
-			MaxPool: 3,
-			Timeout: 10 * time.Second,
-			Logger:  newHCLogger(n.logger, "raft-net", opts.RaftLogLevel.Level()),
-		})}
 		return openGroup(groupConfig{
 			id:        id,
 			index:     index,
@@ -286,23 +293,6 @@ func closeStores(stores map[string]*raftlog.Store) {
 	for _, st := range stores {
 		_ = st.Close()
 	}
-}
-
-// noPipeline is raft's network transport without pipelined replication.
-// hashicorp/raft v1.8.0's pipeline can deadlock when a follower answers an
-// AppendEntries with Success=false: the sender parks on a full in-progress
-// channel while the decoder parks on a done channel nobody reads, so the
-// follower silently stops receiving entries and Shutdown never returns (we
-// hit it in our 5-node tests). Without a pipeline, raft replicates one
-// batched AppendEntries at a time per follower.
-type noPipeline struct {
-	*raft.NetworkTransport
-}
-
-// AppendEntriesPipeline implements raft.Transport by declining, which makes
-// raft fall back to synchronous replication.
-func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // advertised is the address peers use: the configured one, or the bound
@@ -532,6 +522,9 @@ func (n *Node) Close() error {
 			f.close()
 		}
 		n.fwdMu.Unlock()
+		if n.net != nil {
+			errs = append(errs, n.net.Close())
+		}
 		errs = append(errs, n.mux.Close())
 		if n.logs != nil {
 			errs = append(errs, n.logs.close())

@@ -23,6 +23,9 @@ import (
 // caller retries at the leader.
 const rpcLayer = "rpc"
 
+// raftLayer is the stream name of every group's raft traffic (raftnet).
+const raftLayer = "raft"
+
 const (
 	codeInternal = "internal"
 

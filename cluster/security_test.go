@@ -20,6 +20,7 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
+	"github.com/quorate/quorate/transport/raftnet"
 )
 
 // nodeTLS issues node id a certificate of ca and returns its TLS settings.
@@ -78,12 +79,11 @@ func attacker(t *testing.T, mt *raftmux.TLS, layer string) *raftmux.Layer {
 // transfer so that the leader does not ignore it.
 func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 	t.Helper()
-	l := attacker(t, mt, "g/"+metaGroupID)
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: l, MaxPool: 1, Timeout: 2 * time.Second,
-		Logger: newHCLogger(slog.New(slog.DiscardHandler), "attacker", slog.LevelError),
-	})
-	defer trans.Close()
+	l := attacker(t, mt, raftLayer)
+	rn := raftnet.New(l, raft.ServerAddress(l.Addr().String()), raftnet.Options{Timeout: 2 * time.Second})
+	defer rn.Close()
+	trans, err := rn.Transport(metaGroupID)
+	require.NoError(t, err)
 	term := target.meta.raft.CurrentTerm()
 	var resp raft.RequestVoteResponse
 	return trans.RequestVote(raft.ServerID(target.opts.NodeID), raft.ServerAddress(target.RaftAddr()), &raft.RequestVoteRequest{

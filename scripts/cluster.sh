@@ -14,6 +14,7 @@
 # INSECURE=1 runs them with --insecure instead.
 #
 # Extra serve flags for every node: QUORATE_ARGS="--groups 8".
+# DEBUG_PORT=7079 serves each node's pprof profiles on 127.0.0.N:7079.
 #
 # The API takes tokens: `up` writes $DIR/auth.json with one admin token,
 # kept in $DIR/token, new for every cluster (export QUORATE_TOKEN=$(cat
@@ -75,7 +76,8 @@ start() {
   # shellcheck disable=SC2086
   nohup "$BIN" serve --node-id "node$i" --data-dir "$DIR/node$i" \
     --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" \
-    --auth-file "$DIR/auth.json" $join $(security_args "$i") ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
+    --auth-file "$DIR/auth.json" $join $(security_args "$i") \
+    ${DEBUG_PORT:+--debug-addr "$(ip "$i"):$DEBUG_PORT"} ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
   echo $! >"$(pidfile "$i")"
   echo "node$i started (pid $!, http://$(ip "$i"):7070, log $DIR/node$i.log)"
 }

@@ -15,6 +15,13 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// AppendBytes appends v as its length and its bytes. A nil and an empty
+// slice encode alike; [Reader.Bytes] returns nil for both.
+func AppendBytes(b []byte, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
 // AppendBool appends v as one byte, 0 or 1.
 func AppendBool(b []byte, v bool) []byte {
 	if v {
@@ -108,6 +115,30 @@ func (r *Reader) Str(max int) string {
 	s := string(r.B[:n])
 	r.B = r.B[n:]
 	return s
+}
+
+// Bytes reads a byte string of at most max bytes into a new slice (nil if
+// it is empty), so the result does not alias the reader's buffer.
+func (r *Reader) Bytes(max int) []byte {
+	n := r.Uvarint()
+	if r.Err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		r.Fail("byte string of %d bytes, at most %d allowed", n, max)
+		return nil
+	}
+	if n > uint64(len(r.B)) {
+		r.Fail("truncated byte string")
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	v := make([]byte, n)
+	copy(v, r.B)
+	r.B = r.B[n:]
+	return v
 }
 
 // Count reads an element count and checks that it could fit in the bytes
