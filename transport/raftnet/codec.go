@@ -73,6 +73,7 @@ func readTime(r *binenc.Reader) time.Time {
 func appendAppendEntriesRequest(b []byte, m *raft.AppendEntriesRequest) []byte {
 	b = appendHeader(b, m.RPCHeader)
 	b = binary.AppendUvarint(b, m.Term)
+	//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 	b = binenc.AppendBytes(b, m.Leader)
 	b = binary.AppendUvarint(b, m.PrevLogEntry)
 	b = binary.AppendUvarint(b, m.PrevLogTerm)
@@ -87,6 +88,7 @@ func readAppendEntriesRequest(r *binenc.Reader) *raft.AppendEntriesRequest {
 	m := &raft.AppendEntriesRequest{
 		RPCHeader:    readHeader(r),
 		Term:         r.Uvarint(),
+		//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 		Leader:       r.Bytes(maxField),
 		PrevLogEntry: r.Uvarint(),
 		PrevLogTerm:  r.Uvarint(),
@@ -123,6 +125,7 @@ func readAppendEntriesResponse(r *binenc.Reader, m *raft.AppendEntriesResponse) 
 func appendRequestVoteRequest(b []byte, m *raft.RequestVoteRequest) []byte {
 	b = appendHeader(b, m.RPCHeader)
 	b = binary.AppendUvarint(b, m.Term)
+	//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 	b = binenc.AppendBytes(b, m.Candidate)
 	b = binary.AppendUvarint(b, m.LastLogIndex)
 	b = binary.AppendUvarint(b, m.LastLogTerm)
@@ -133,6 +136,7 @@ func readRequestVoteRequest(r *binenc.Reader) *raft.RequestVoteRequest {
 	return &raft.RequestVoteRequest{
 		RPCHeader:          readHeader(r),
 		Term:               r.Uvarint(),
+		//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 		Candidate:          r.Bytes(maxField),
 		LastLogIndex:       r.Uvarint(),
 		LastLogTerm:        r.Uvarint(),

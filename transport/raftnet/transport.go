@@ -73,6 +73,7 @@ func (t *Transport) lazy(entries int) bool {
 func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 	leader := req.Addr
 	if len(leader) == 0 {
+		//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 		leader = req.Leader
 	}
 	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
