@@ -86,8 +86,8 @@ func appendAppendEntriesRequest(b []byte, m *raft.AppendEntriesRequest) []byte {
 
 func readAppendEntriesRequest(r *binenc.Reader) *raft.AppendEntriesRequest {
 	m := &raft.AppendEntriesRequest{
-		RPCHeader:    readHeader(r),
-		Term:         r.Uvarint(),
+		RPCHeader: readHeader(r),
+		Term:      r.Uvarint(),
 		//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 		Leader:       r.Bytes(maxField),
 		PrevLogEntry: r.Uvarint(),
@@ -134,8 +134,8 @@ func appendRequestVoteRequest(b []byte, m *raft.RequestVoteRequest) []byte {
 
 func readRequestVoteRequest(r *binenc.Reader) *raft.RequestVoteRequest {
 	return &raft.RequestVoteRequest{
-		RPCHeader:          readHeader(r),
-		Term:               r.Uvarint(),
+		RPCHeader: readHeader(r),
+		Term:      r.Uvarint(),
 		//lint:ignore SA1019 raft v1.8.0 still fills the deprecated field; a transport must carry every field
 		Candidate:          r.Bytes(maxField),
 		LastLogIndex:       r.Uvarint(),
