@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quorate/quorate/cluster/errs"
 )
 
 // errNotLeader means the request reached a node that does not serve the
-// group: nothing was appended, so it is safe to retry at the leader.
-var errNotLeader = fmt.Errorf("%w: not the leader", ErrUnavailable)
+// group: nothing was appended, so it is safe to retry at the leader (see
+// errs.ErrNotLeader).
+var errNotLeader = errs.ErrNotLeader
 
 // leaderOf returns where group g is served: self, or the raft address of
 // another node ("" if no leader is known). Raft's own view wins; a node
