@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 )
@@ -153,7 +154,7 @@ func (tc *testCluster) waitStable(voters int) {
 			groupIDs = append(groupIDs, g.id)
 		}
 		slices.Sort(ids)
-		preferred := preferredLeaders(groupIDs, ids, DefaultReplicas)
+		preferred := membership.PreferredLeaders(groupIDs, ids, DefaultReplicas)
 		for gi := range tc.groups + 1 {
 			var leader *group
 			var leaderID string
@@ -444,5 +445,5 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
-	assert.Empty(t, tc.nodes[0].members.snapshot(), "the first node never admitted the odd one")
+	assert.Empty(t, tc.nodes[0].members.Snapshot(), "the first node never admitted the odd one")
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -14,7 +15,7 @@ import (
 // next call, as they do in the leader's raft entries.
 type forwarder struct {
 	addr     string
-	rpc      *rpcClient
+	rpc      *peerrpc.Client
 	in       chan *fwdItem
 	inflight chan struct{}
 	stop     chan struct{}
@@ -24,12 +25,12 @@ type forwarder struct {
 
 type fwdItem struct {
 	ctx   context.Context
-	item  rpcAllowItem
+	item  peerrpc.AllowItem
 	done  chan outcome
 	taken atomic.Bool // run has taken it from the queue
 }
 
-func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
+func newForwarder(addr string, rpc *peerrpc.Client, maxInflight int) *forwarder {
 	f := &forwarder{
 		addr:     addr,
 		rpc:      rpc,
@@ -44,7 +45,7 @@ func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
 }
 
 // submit forwards one group's requests and waits for the leader's answer.
-func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decision, error) {
+func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.Decision, error) {
 	it := &fwdItem{ctx: ctx, item: item, done: make(chan outcome, 1)}
 	select {
 	case f.in <- it:
@@ -111,7 +112,7 @@ func (f *forwarder) run() {
 func (f *forwarder) send(items []*fwdItem) {
 	defer func() { <-f.inflight }()
 	var (
-		req                   rpcAllowReq
+		req                   peerrpc.AllowReq
 		live                  []*fwdItem
 		deadline, hasDeadline = items[0].ctx.Deadline()
 	)
@@ -141,10 +142,10 @@ func (f *forwarder) send(items []*fwdItem) {
 		ctx, cancel = context.WithDeadline(context.Background(), deadline)
 	}
 	defer cancel()
-	var resp rpcAllowResp
-	data, err := f.rpc.post(ctx, f.addr, "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	var resp peerrpc.AllowResp
+	data, err := f.rpc.Post(ctx, f.addr, "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
 	if err == nil {
-		if resp, err = decodeAllowResp(data); err != nil {
+		if resp, err = peerrpc.DecodeAllowResp(data); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrOutcomeUnknown, f.addr, err)
 		}
 	}
@@ -156,7 +157,7 @@ func (f *forwarder) send(items []*fwdItem) {
 		case err != nil:
 			it.done <- outcome{err: err}
 		case resp.Items[i].Error != nil:
-			it.done <- outcome{err: resp.Items[i].Error.err()}
+			it.done <- outcome{err: resp.Items[i].Error.Err()}
 		default:
 			it.done <- outcome{decisions: resp.Items[i].Decisions}
 		}

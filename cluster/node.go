@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -39,11 +41,11 @@ type Node struct {
 	metrics  *nodeMetrics
 	mux      *raftmux.Mux
 	rpcSrv   *http.Server
-	rpc      *rpcClient
+	rpc      *peerrpc.Client
 	origins  *originSource
-	rpcLn    *streamLayer // the "rpc" layer, dialled to prove peers
-	proofs   *peerProofs  // nil without cluster TLS
-	members  *membership
+	rpcLn    *streamLayer       // the "rpc" layer, dialled to prove peers
+	proofs   *membership.Proofs // nil without cluster TLS
+	members  *membership.Gossip
 	logs     *logStores
 
 	leaving    atomic.Bool
@@ -111,7 +113,7 @@ func New(opts Options) (*Node, error) {
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
 	if opts.TLS != nil {
-		n.proofs = newPeerProofs()
+		n.proofs = membership.NewProofs()
 	}
 	if err := n.start(); err != nil {
 		_ = n.Close()
@@ -129,12 +131,12 @@ func (n *Node) start() error {
 		}
 		return &streamLayer{Layer: l, self: n.raftAddr, addr: advertisedAddr(n.raftAddr), partition: opts.partition}, nil
 	}
-	rpcLn, err := layer(rpcLayer)
+	rpcLn, err := layer(peerrpc.LayerName)
 	if err != nil {
 		return err
 	}
 	n.rpcLn = rpcLn
-	n.rpc = &rpcClient{hc: &http.Client{Transport: &http.Transport{
+	n.rpc = &peerrpc.Client{HTTP: &http.Client{Transport: &http.Transport{
 		DialContext:         rpcLn.DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
@@ -216,10 +218,10 @@ func (n *Node) start() error {
 	}
 	go func() { _ = n.mux.Serve() }()
 
-	n.members, err = newMembership(membershipConfig{
-		nodeID: opts.NodeID, raftAddr: n.raftAddr, httpAddr: opts.HTTPAddr, gossipAddr: opts.GossipAddr,
-		groups: opts.Groups, keys: opts.GossipKeys, logger: n.logger,
-		onChange: func() { kick(n.placementCh); kick(n.proveCh) },
+	n.members, err = membership.New(membership.Config{
+		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
+		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
+		OnChange: func() { kick(n.placementCh); kick(n.proveCh) },
 	})
 	if err != nil {
 		return err
@@ -250,7 +252,7 @@ func (n *Node) start() error {
 	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
-	n.every(2*time.Second, nil, n.members.reconnect)
+	n.every(2*time.Second, nil, n.members.Reconnect)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}
@@ -265,11 +267,11 @@ func (n *Node) joinWithRetry(attempts int) error {
 	}
 	var err error
 	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
-		_ = n.members.incompatible() // only this attempt's refusals count
-		if err = n.members.join(n.opts.Join); err == nil {
+		_ = n.members.Incompatible() // only this attempt's refusals count
+		if err = n.members.Join(n.opts.Join); err == nil {
 			return nil
 		}
-		if refused := n.members.incompatible(); refused != nil {
+		if refused := n.members.Incompatible(); refused != nil {
 			return fmt.Errorf("cluster: %w", refused)
 		}
 		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
@@ -322,7 +324,7 @@ func (n *Node) GossipAddr() string {
 	if n.members == nil {
 		return ""
 	}
-	return n.members.ml.LocalNode().Address()
+	return n.members.Addr()
 }
 
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the
@@ -393,8 +395,8 @@ func (n *Node) wantedConfig() bucket.Config {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
-			if w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
-				want = w.config()
+			if w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
+				want = w.Config()
 			}
 		}
 	}
@@ -492,7 +494,7 @@ func (n *Node) publishLeads() {
 	for _, g := range n.allGroups() {
 		leads[g.index] = g.serving.Load()
 	}
-	n.members.setLeads(leads)
+	n.members.SetLeads(leads)
 }
 
 // forwarderFor returns the forwarder to the node at addr.
@@ -516,7 +518,7 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		var errs []error
 		if n.members != nil {
-			errs = append(errs, n.members.shutdown())
+			errs = append(errs, n.members.Shutdown())
 		}
 		for _, g := range n.groups {
 			errs = append(errs, g.close())

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -393,14 +394,14 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	long := strings.Repeat("c", 300)
 
-	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: long, Tier: "free"})
+	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: long, Tier: "free"})
 	assert.ErrorIs(t, err, fsm.ErrInvalidCommand, "set-tier with a 300-byte client id")
 
 	other := 0
 	for GroupOf("alice", len(n.groups)) == other {
 		other++
 	}
-	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
 		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
@@ -409,7 +410,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	require.Len(t, resp.Items, 4)
 	for i, it := range resp.Items {
 		if assert.NotNil(t, it.Error, "item %d was decided", i) {
-			assert.ErrorIs(t, it.Error.err(), fsm.ErrInvalidCommand, "item %d", i)
+			assert.ErrorIs(t, it.Error.Err(), fsm.ErrInvalidCommand, "item %d", i)
 		}
 	}
 
@@ -429,7 +430,7 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	want := n.meta.fsm.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
-	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
+	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
 	require.NoError(t, err, "the hint itself is accepted")
 	n.reconcile() // what the hint triggers, run to completion here
 
@@ -475,7 +476,7 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	late, early := "late-caller", "early-caller"
-	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
 			Deadline: time.Now().Add(-time.Second).UnixNano()},
 		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
@@ -495,11 +496,11 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 // (nothing was sent), not left to wait out its deadline and then reported
 // as an unknown outcome.
 func TestClosedForwarderAnswersAtOnce(t *testing.T) {
-	f := newForwarder("127.0.0.1:1", &rpcClient{hc: &http.Client{}}, 1)
+	f := newForwarder("127.0.0.1:1", &peerrpc.Client{HTTP: &http.Client{}}, 1)
 	f.close()
 	for i := range 50 {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := f.submit(c, rpcAllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+		_, err := f.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
 		cancel()
 		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
 	}
@@ -542,30 +543,30 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	// post sends body as a peer whose caller's deadline is deadline.
-	post := func(path string, body any, deadline time.Time) *rpcError {
+	post := func(path string, body any, deadline time.Time) *peerrpc.Error {
 		t.Helper()
 		data, err := json.Marshal(body)
 		require.NoError(t, err)
 		req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, "http://"+n.RaftAddr()+path, bytes.NewReader(data))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(deadlineHeader, strconv.FormatInt(deadline.UnixNano(), 10))
-		resp, err := n.rpc.hc.Do(req)
+		req.Header.Set(peerrpc.DeadlineHeader, strconv.FormatInt(deadline.UnixNano(), 10))
+		resp, err := n.rpc.HTTP.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var out rpcResp[json.RawMessage]
+		var out peerrpc.Resp[json.RawMessage]
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 		return out.Error
 	}
 	g := n.groupFor("carol")
-	require.Nil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
+	require.Nil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
 	last := g.raft.LastIndex()
 
 	past := time.Now().Add(-time.Second)
-	assert.NotNil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
+	assert.NotNil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
 	op := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "late", Policy: bucket.Policy{Capacity: 1, Rate: bucket.Scale}}
-	assert.NotNil(t, post("/internal/config-op", toWireConfigOp(op), past), "a config op past its deadline was answered as done")
+	assert.NotNil(t, post("/internal/config-op", peerrpc.ToWireConfigOp(op), past), "a config op past its deadline was answered as done")
 
 	assert.Equal(t, last, g.raft.LastIndex(), "nothing was appended after the deadline")
 	v, err := n.Client(ctx(t), "carol")
@@ -577,11 +578,11 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 }
 
 // forward sends req to n's /internal/allow as a peer would.
-func forward(t *testing.T, n *Node, req rpcAllowReq) rpcAllowResp {
+func forward(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
 	t.Helper()
-	data, err := n.rpc.post(ctx(t), n.RaftAddr(), "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	data, err := n.rpc.Post(ctx(t), n.RaftAddr(), "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
 	require.NoError(t, err)
-	resp, err := decodeAllowResp(data)
+	resp, err := peerrpc.DecodeAllowResp(data)
 	require.NoError(t, err)
 	return resp
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/cluster/membership"
 )
 
 // errNotLeader means the request reached a node that does not serve the
@@ -27,9 +28,9 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 	if n.members == nil {
 		return false, ""
 	}
-	for _, mb := range n.members.snapshot() {
-		if mb.state == memberAlive && g.index < len(mb.leads) && mb.leads[g.index] && n.proofs.trusts(mb.meta.ID, mb.meta.RaftAddr) {
-			return false, mb.meta.RaftAddr
+	for _, mb := range n.members.Snapshot() {
+		if mb.State == membership.Alive && g.index < len(mb.Leads) && mb.Leads[g.index] && n.proofs.Trusts(mb.Meta.ID, mb.Meta.RaftAddr) {
+			return false, mb.Meta.RaftAddr
 		}
 	}
 	return false, ""
@@ -90,8 +91,8 @@ func (n *Node) Routes() Routes {
 		// Only members that proved their node id: a forged gossip member
 		// must not be able to point callers at an address of its choosing.
 		for _, m := range n.trustedMembers() {
-			if m.state == memberAlive {
-				httpOf[m.meta.RaftAddr] = m.meta.HTTPAddr
+			if m.State == membership.Alive {
+				httpOf[m.Meta.RaftAddr] = m.Meta.HTTPAddr
 			}
 		}
 	}

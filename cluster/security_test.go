@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -121,9 +123,9 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 			assert.Equal(t, term, n.meta.raft.CurrentTerm(), "the leader kept its term")
 			assert.True(t, n.meta.serving.Load(), "and its leadership")
 
-			rpc := attacker(t, mt, rpcLayer)
+			rpc := attacker(t, mt, peerrpc.LayerName)
 			hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
-			_, err := callResult[struct{}](ctx(t), &rpcClient{hc: hc}, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: "alice", Tier: "free"})
+			_, err := peerrpc.Call[struct{}](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: "alice", Tier: "free"})
 			assert.Error(t, err, "forged internal RPC")
 			assert.Eventually(t, func() bool { return n.mux.Stats().Refused[raftmux.ReasonTLS] >= refused+2 },
 				5*time.Second, time.Millisecond, "both refusals counted")
@@ -135,9 +137,9 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 
 	// A holder of a certificate of this CA is a peer: its RPC is served.
 	peer := nodeTLS(t, ca, "n2")
-	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, rpcLayer)
+	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, peerrpc.LayerName)
 	hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
-	_, err = callResult[[]GroupStatus](ctx(t), &rpcClient{hc: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
+	_, err = peerrpc.Call[[]GroupStatus](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
 	assert.NoError(t, err)
 }
 
@@ -153,13 +155,13 @@ func withoutServerCheck(c *tls.Config) *tls.Config {
 // fakeMember joins the cluster's gossip as node id, advertising raftAddr,
 // with keys (none: plaintext). It is a real memberlist node that never
 // runs raft.
-func fakeMember(t *testing.T, tc *testCluster, id, raftAddr string, keys [][]byte) (*membership, error) {
+func fakeMember(t *testing.T, tc *testCluster, id, raftAddr string, keys [][]byte) (*membership.Gossip, error) {
 	t.Helper()
-	m, err := newMembership(membershipConfig{nodeID: id, raftAddr: raftAddr, httpAddr: "127.0.0.36:1",
-		gossipAddr: "127.0.0.36:0", groups: tc.groups, keys: keys, logger: slog.New(slog.DiscardHandler)})
+	m, err := membership.New(membership.Config{NodeID: id, RaftAddr: raftAddr, HTTPAddr: "127.0.0.36:1",
+		GossipAddr: "127.0.0.36:0", Groups: tc.groups, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.shutdown() })
-	return m, m.join(tc.gossip[:1])
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m, m.Join(tc.gossip[:1])
 }
 
 // placementRounds waits until every live node has run two more placement
@@ -207,7 +209,7 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 
 	// n8 ranks first for group 1 among these nodes, so placement, trusting
 	// gossip, would add it there at once.
-	require.Equal(t, "n8", rendezvous("1", []string{"n1", "n2", "n3", "n7", "n8"})[0])
+	require.Equal(t, "n8", membership.Rendezvous("1", []string{"n1", "n2", "n3", "n7", "n8"})[0])
 	_, err = fakeMember(t, tc, "n8", fakeRaftPort(t), tc.gossipKeys)
 	require.NoError(t, err, "the key lets it gossip")
 	_, err = fakeMember(t, tc, "n7", tc.raft[1], tc.gossipKeys) // n2's raft address
@@ -215,12 +217,12 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 	for _, n := range tc.live() {
 		for _, id := range []string{"n8", "n7"} {
 			require.Eventually(t, func() bool {
-				failed, _ := n.proofs.last(id)
+				failed, _ := n.proofs.Last(id)
 				return !failed.IsZero()
 			}, 10*time.Second, 5*time.Millisecond, "%s never tried to prove %s", n.opts.NodeID, id)
-			assert.Equal(t, memberAlive, n.members.snapshot()[id].state, "gossip believes %s", id)
+			assert.Equal(t, membership.Alive, n.members.Snapshot()[id].State, "gossip believes %s", id)
 		}
-		assert.NotContains(t, n.members.snapshot(), "n9")
+		assert.NotContains(t, n.members.Snapshot(), "n9")
 	}
 	tc.placementRounds()
 	tc.requireVoters("n1", "n2", "n3")
@@ -239,7 +241,7 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 		require.NoError(t, err)
 		for _, ns := range st.Nodes {
 			if ns.ID == "n7" || ns.ID == "n8" {
-				assert.Equal(t, string(memberUnproven), ns.State, "%s's status of %s", n.opts.NodeID, ns.ID)
+				assert.Equal(t, string(membership.Unproven), ns.State, "%s's status of %s", n.opts.NodeID, ns.ID)
 			}
 		}
 		rt := n.Routes()
@@ -276,15 +278,15 @@ func fakeRaftPort(t *testing.T) string {
 func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	tc := newSecureTestCluster(t, 3)
 	victim := tc.nodes[2]
-	forged, err := json.Marshal(nodeMeta{ID: "n3", RaftAddr: victim.RaftAddr(), Groups: tc.groups, Leaving: true})
+	forged, err := json.Marshal(membership.Meta{ID: "n3", RaftAddr: victim.RaftAddr(), Groups: tc.groups, Leaving: true})
 	require.NoError(t, err)
 	forgedAt := time.Now()
 	for _, n := range tc.nodes[:2] {
-		n.members.update(&memberlist.Node{Name: "n3", Meta: forged}, memberAlive) // what memberlist would deliver
+		n.members.NotifyUpdate(&memberlist.Node{Name: "n3", Meta: forged}) // what memberlist would deliver
 	}
 	for _, n := range tc.nodes[:2] {
 		require.Eventually(t, func() bool {
-			_, proved := n.proofs.last("n3")
+			_, proved := n.proofs.Last("n3")
 			return proved.After(forgedAt)
 		}, 10*time.Second, 5*time.Millisecond, "%s never asked n3", n.opts.NodeID)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -131,7 +133,7 @@ func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decisio
 	err := n.atLeader(ctx, g,
 		func() (err error) { ds, err = g.batch.submit(ctx, r.reqs); return r.check(err) },
 		func(addr string) (err error) {
-			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: r.reqs})
+			ds, err = n.forwarderFor(addr).submit(ctx, peerrpc.AllowItem{Group: g.index, Requests: r.reqs})
 			return r.check(err)
 		})
 	return r.finish(ds, err)
@@ -177,7 +179,7 @@ func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
 // checkItem refuses a forwarded item that names no group of this cluster or
 // carries a request for a client of another group: a peer's request is
 // checked like a caller's before anything is proposed.
-func (n *Node) checkItem(it rpcAllowItem) error {
+func (n *Node) checkItem(it peerrpc.AllowItem) error {
 	if it.Group < 0 || it.Group >= len(n.groups) {
 		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
 	}
@@ -190,12 +192,12 @@ func (n *Node) checkItem(it rpcAllowItem) error {
 }
 
 // allowLocalItems decides forwarded requests in groups this node serves.
-func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAllowResp {
-	resp := rpcAllowResp{Items: make([]rpcAllowResult, len(items))}
+func (n *Node) allowLocalItems(ctx context.Context, items []peerrpc.AllowItem) peerrpc.AllowResp {
+	resp := peerrpc.AllowResp{Items: make([]peerrpc.AllowResult, len(items))}
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if err := n.checkItem(it); err != nil {
-			resp.Items[i].Error = toRPCError(err)
+			resp.Items[i].Error = peerrpc.ToError(err)
 			continue
 		}
 		wg.Add(1)
@@ -209,7 +211,7 @@ func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAll
 			}
 			ds, err := n.groups[it.Group].batch.submit(ctx, it.Requests)
 			if err != nil {
-				resp.Items[i].Error = toRPCError(err)
+				resp.Items[i].Error = peerrpc.ToError(err)
 				return
 			}
 			resp.Items[i].Decisions = ds
@@ -227,8 +229,8 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 	err := n.atLeader(ctx, g,
 		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
 		func(addr string) (err error) {
-			w, err := callResult[wireClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
-			v = w.view()
+			w, err := peerrpc.Call[peerrpc.WireClientView](ctx, n.rpc, addr, "/internal/client", peerrpc.ClientReq{Client: client})
+			v = w.View()
 			return readErr(err)
 		})
 	return v, err
@@ -263,7 +265,7 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 	return n.atLeader(ctx, g,
 		func() error { _, err := g.applyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
 		func(addr string) error {
-			_, err := callResult[struct{}](ctx, n.rpc, addr, "/internal/set-tier", rpcClientReq{Client: client, Tier: tier})
+			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier})
 			return err
 		})
 }
@@ -279,7 +281,7 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 	err := n.atLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
 		func(addr string) (err error) {
-			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", toWireConfigOp(op))
+			cc, err = peerrpc.Call[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", peerrpc.ToWireConfigOp(op))
 			return err
 		})
 	return cc, err
@@ -317,14 +319,14 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 func (n *Node) pushConfig() {
 	n.triggerReconcile() // this node leads the meta group: its replica is current
 	for _, m := range n.trustedMembers() {
-		if m.state != memberAlive { // unproven members get no hints
+		if m.State != membership.Alive { // unproven members get no hints
 			continue
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if _, err := callResult[struct{}](ctx, n.rpc, m.meta.RaftAddr, "/internal/install-config", struct{}{}); err != nil {
-				n.logger.Debug("config push failed", "to", m.meta.ID, "err", err)
+			if _, err := peerrpc.Call[struct{}](ctx, n.rpc, m.Meta.RaftAddr, "/internal/install-config", struct{}{}); err != nil {
+				n.logger.Debug("config push failed", "to", m.Meta.ID, "err", err)
 			}
 		}()
 	}
@@ -371,7 +373,7 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 			}
 		}
 		for addr := range remote {
-			sts, err := callResult[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
+			sts, err := peerrpc.Call[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
 			if err != nil {
 				continue
 			}
@@ -413,8 +415,8 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 			return nil
 		},
 		func(addr string) (err error) {
-			w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
-			c = w.config()
+			w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
+			c = w.Config()
 			return readErr(err)
 		})
 	return c, err
@@ -445,15 +447,15 @@ func (n *Node) Ready(ctx context.Context) error {
 // every group as this node's replica sees it.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(memberAlive)}}
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive)}}
 	ms := n.trustedMembers() // unproven members show as such
-	for _, id := range sortedIDs(ms, "") {
+	for _, id := range membership.SortedIDs(ms, "") {
 		m := ms[id]
-		state := string(m.state)
-		if m.meta.Leaving && m.state == memberAlive {
-			state = "leaving"
+		state := string(m.State)
+		if m.Meta.Leaving && m.State == membership.Alive {
+			state = string(membership.Leaving)
 		}
-		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.meta.RaftAddr, HTTPAddr: m.meta.HTTPAddr, State: state})
+		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state})
 	}
 	st.Groups = n.localGroupStatus()
 	for i, g := range n.allGroups() {
@@ -469,7 +471,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 // nodeAt returns the id of the member whose raft address is addr.
 func (n *Node) nodeAt(addr string) string {
 	for id, m := range n.trustedMembers() {
-		if m.meta.RaftAddr == addr {
+		if m.Meta.RaftAddr == addr {
 			return id
 		}
 	}

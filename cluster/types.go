@@ -30,7 +30,7 @@ type NodeStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
-	State    string `json:"state"` // "alive", "leaving", "dead", "left" or "unproven" (memberState)
+	State    string `json:"state"` // "alive", "leaving", "dead", "left" or "unproven": a membership.State
 }
 
 // GroupStatus describes one raft group as this node sees it.
