@@ -26,8 +26,14 @@ type forwarder struct {
 type fwdItem struct {
 	ctx   context.Context
 	item  peerrpc.AllowItem
-	done  chan outcome
+	done  chan fwdOutcome
 	taken atomic.Bool // run has taken it from the queue
+}
+
+// fwdOutcome is what a forwarded item's caller is answered.
+type fwdOutcome struct {
+	decisions []fsm.Decision
+	err       error
 }
 
 func newForwarder(addr string, rpc *peerrpc.Client, maxInflight int) *forwarder {
@@ -46,7 +52,7 @@ func newForwarder(addr string, rpc *peerrpc.Client, maxInflight int) *forwarder 
 
 // submit forwards one group's requests and waits for the leader's answer.
 func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.Decision, error) {
-	it := &fwdItem{ctx: ctx, item: item, done: make(chan outcome, 1)}
+	it := &fwdItem{ctx: ctx, item: item, done: make(chan fwdOutcome, 1)}
 	select {
 	case f.in <- it:
 	case <-f.stop:
@@ -87,7 +93,7 @@ func (f *forwarder) run() {
 		select {
 		case f.inflight <- struct{}{}:
 		case <-f.stop:
-			first.done <- outcome{err: ErrShuttingDown}
+			first.done <- fwdOutcome{err: ErrShuttingDown}
 			return
 		}
 		items := []*fwdItem{first}
@@ -118,7 +124,7 @@ func (f *forwarder) send(items []*fwdItem) {
 	)
 	for _, it := range items {
 		if it.ctx.Err() != nil {
-			it.done <- outcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
+			it.done <- fwdOutcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
 			continue
 		}
 		item := it.item
@@ -155,11 +161,11 @@ func (f *forwarder) send(items []*fwdItem) {
 	for i, it := range live {
 		switch {
 		case err != nil:
-			it.done <- outcome{err: err}
+			it.done <- fwdOutcome{err: err}
 		case resp.Items[i].Error != nil:
-			it.done <- outcome{err: resp.Items[i].Error.Err()}
+			it.done <- fwdOutcome{err: resp.Items[i].Error.Err()}
 		default:
-			it.done <- outcome{decisions: resp.Items[i].Decisions}
+			it.done <- fwdOutcome{decisions: resp.Items[i].Decisions}
 		}
 	}
 }
@@ -171,7 +177,7 @@ func (f *forwarder) failQueued() {
 		select {
 		case it := <-f.in:
 			it.taken.Store(true)
-			it.done <- outcome{err: ErrShuttingDown}
+			it.done <- fwdOutcome{err: ErrShuttingDown}
 		default:
 			return
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -36,8 +37,8 @@ type Node struct {
 	opts     Options
 	logger   *slog.Logger
 	raftAddr string // advertised raft (and RPC) address
-	meta     *group
-	groups   []*group
+	meta     *raftgroup.Group
+	groups   []*raftgroup.Group
 	metrics  *nodeMetrics
 	mux      *raftmux.Mux
 	rpcSrv   *http.Server
@@ -46,7 +47,7 @@ type Node struct {
 	rpcLn    *streamLayer       // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
-	logs     *logStores
+	logs     *raftgroup.LogStores
 
 	leaving    atomic.Bool
 	placements atomic.Uint64 // placement rounds run, for tests
@@ -84,7 +85,7 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	cf, err := checkClusterFile(opts)
+	cf, err := raftgroup.CheckClusterFile(opts.DataDir, opts.NodeID, opts.Groups, opts.LogStore)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func (n *Node) start() error {
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
 
-	if n.logs, err = openLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
+	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
 	}
 	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
@@ -154,17 +155,17 @@ func (n *Node) start() error {
 	stores := map[string]*raftlog.Store{}
 	existing := false
 	for i := -1; i < opts.Groups; i++ {
-		id, dir := metaGroupID, metaGroupID
+		id, dir := raftgroup.MetaGroupID, raftgroup.MetaGroupID
 		if i >= 0 {
 			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
 		}
-		st, err := n.logs.open(id, groupDir(dir))
+		st, err := n.logs.Open(id, groupDir(dir))
 		if err != nil {
 			closeStores(stores)
 			return err
 		}
 		stores[id] = st
-		has, err := hasState(st)
+		has, err := raftgroup.HasState(st)
 		if err != nil {
 			closeStores(stores)
 			return err
@@ -172,7 +173,7 @@ func (n *Node) start() error {
 		existing = existing || has
 	}
 	bootstrap := !existing && len(opts.Join) == 0
-	open := func(id string, index int, dir string, onServing func(*group)) (*group, error) {
+	open := func(id string, index int, dir string, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
 		store := stores[id]
 		delete(stores, id) // the group owns it from here
 		layer, err := layer("g/" + id)
@@ -184,35 +185,35 @@ func (n *Node) start() error {
 			Stream:  layer,
 			MaxPool: 3,
 			Timeout: 10 * time.Second,
-			Logger:  newHCLogger(n.logger, "raft-net", opts.RaftLogLevel.Level()),
+			Logger:  raftgroup.NewHCLogger(n.logger, "raft-net", opts.RaftLogLevel.Level()),
 		})}
-		return openGroup(groupConfig{
-			id:        id,
-			index:     index,
-			bootstrap: bootstrap,
-			dir:       groupDir(dir),
-			store:     store,
-			nodeID:    opts.NodeID,
-			addr:      raft.ServerAddress(n.raftAddr),
-			trans:     trans,
-			timings:   opts.Raft,
-			logger:    n.logger,
-			logLevel:  opts.RaftLogLevel.Level(),
-			fsmOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
-			onServing: onServing,
-			onChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
+		return raftgroup.Open(raftgroup.Config{
+			ID:        id,
+			Index:     index,
+			Bootstrap: bootstrap,
+			Dir:       groupDir(dir),
+			Store:     store,
+			NodeID:    opts.NodeID,
+			Addr:      raft.ServerAddress(n.raftAddr),
+			Trans:     trans,
+			Timings:   opts.Raft,
+			Logger:    n.logger,
+			LogLevel:  opts.RaftLogLevel.Level(),
+			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
+			OnServing: onServing,
+			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(metaGroupID, opts.Groups, metaGroupID, n.onMetaLeader); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onMetaLeader); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
-		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*group) { n.triggerReconcile() })
+		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*raftgroup.Group) { n.triggerReconcile() })
 		if err != nil {
 			return err
 		}
-		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
+		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
 			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
@@ -343,12 +344,12 @@ func GroupOf(client string, groups int) int {
 	return int(h % uint64(groups))
 }
 
-func (n *Node) groupFor(client string) *group {
+func (n *Node) groupFor(client string) *raftgroup.Group {
 	return n.groups[GroupOf(client, len(n.groups))]
 }
 
-func (n *Node) allGroups() []*group {
-	return append([]*group{n.meta}, n.groups...)
+func (n *Node) allGroups() []*raftgroup.Group {
+	return append([]*raftgroup.Group{n.meta}, n.groups...)
 }
 
 func kick(ch chan struct{}) {
@@ -361,14 +362,14 @@ func kick(ch chan struct{}) {
 func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
 
 // onMetaLeader seeds a new cluster's configuration.
-func (n *Node) onMetaLeader(g *group) {
-	if g.fsm.Config().Version != 0 {
+func (n *Node) onMetaLeader(g *raftgroup.Group) {
+	if g.FSM.Config().Version != 0 {
 		n.triggerReconcile()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
+	if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
 		n.logger.Error("seeding the configuration failed; it will be retried at the next election", "err", err)
 		return
 	}
@@ -390,7 +391,7 @@ func (n *Node) configHint() {
 // in the meta group: its own replica's, or the meta leader's when this node
 // holds no replica, has none yet, or was told of a newer one.
 func (n *Node) wantedConfig() bucket.Config {
-	want := n.meta.fsm.Config()
+	want := n.meta.FSM.Config()
 	if n.askMeta.Swap(false) || want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -403,8 +404,8 @@ func (n *Node) wantedConfig() bucket.Config {
 	return want
 }
 
-func isVoter(g *group, id string) bool {
-	f := g.raft.GetConfiguration()
+func isVoter(g *raftgroup.Group, id string) bool {
+	f := g.Raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
@@ -441,9 +442,9 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 // the group's own log. A group that cannot be reached now is retried on the
 // next trigger or tick.
 func (n *Node) reconcile() {
-	var lagging []*group
+	var lagging []*raftgroup.Group
 	for _, g := range n.groups {
-		if g.serving.Load() {
+		if g.Serving() {
 			lagging = append(lagging, g)
 		}
 	}
@@ -453,7 +454,7 @@ func (n *Node) reconcile() {
 	want := n.wantedConfig()
 	var wg sync.WaitGroup
 	for _, g := range lagging {
-		if g.fsm.Config().Version >= want.Version {
+		if g.FSM.Config().Version >= want.Version {
 			continue
 		}
 		wg.Add(1)
@@ -461,8 +462,8 @@ func (n *Node) reconcile() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
-				n.logger.Warn("config reconcile failed", "group", g.id, "version", want.Version, "err", err)
+			if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
+				n.logger.Warn("config reconcile failed", "group", g.ID, "version", want.Version, "err", err)
 			}
 		}()
 	}
@@ -473,16 +474,16 @@ func (n *Node) reconcile() {
 // are full.
 func (n *Node) reclaim() {
 	for _, g := range n.groups {
-		if b, _, _ := g.fsm.Stats(); !g.serving.Load() || b == 0 {
+		if b, _, _ := g.FSM.Stats(); !g.Serving() || b == 0 {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		res, err := g.applyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
+		res, err := g.ApplyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
 		cancel()
 		if err != nil {
-			n.logger.Warn("reclaim failed", "group", g.id, "err", err)
+			n.logger.Warn("reclaim failed", "group", g.ID, "err", err)
 		} else if r, ok := res.(*fsm.ReclaimResult); ok && r.Buckets > 0 {
-			n.logger.Debug("reclaimed idle buckets", "group", g.id, "buckets", r.Buckets, "request_ids", r.Dedup)
+			n.logger.Debug("reclaimed idle buckets", "group", g.ID, "buckets", r.Buckets, "request_ids", r.Dedup)
 		}
 	}
 }
@@ -492,7 +493,7 @@ func (n *Node) reclaim() {
 func (n *Node) publishLeads() {
 	leads := make([]bool, len(n.groups)+1)
 	for _, g := range n.allGroups() {
-		leads[g.index] = g.serving.Load()
+		leads[g.Index] = g.Serving()
 	}
 	n.members.SetLeads(leads)
 }
@@ -521,10 +522,10 @@ func (n *Node) Close() error {
 			errs = append(errs, n.members.Shutdown())
 		}
 		for _, g := range n.groups {
-			errs = append(errs, g.close())
+			errs = append(errs, g.Close())
 		}
 		if n.meta != nil {
-			errs = append(errs, n.meta.close())
+			errs = append(errs, n.meta.Close())
 		}
 		if n.rpcSrv != nil {
 			_ = n.rpcSrv.Close()
@@ -536,7 +537,7 @@ func (n *Node) Close() error {
 		n.fwdMu.Unlock()
 		errs = append(errs, n.mux.Close())
 		if n.logs != nil {
-			errs = append(errs, n.logs.close())
+			errs = append(errs, n.logs.Close())
 		}
 		n.closeErr = errors.Join(errs...)
 		close(n.done)

@@ -49,7 +49,7 @@ func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) 
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
 	require.Eventually(t, func() bool {
-		return n.Ready(context.Background()) == nil && n.meta.fsm.Config().Version >= 1
+		return n.Ready(context.Background()) == nil && n.meta.FSM.Config().Version >= 1
 	}, 10*time.Second, 5*time.Millisecond, "node never became ready")
 	return n
 }
@@ -233,8 +233,8 @@ func TestConfigChangeReachesEveryGroup(t *testing.T) {
 	cc := setTier(t, n, "free", 5, 1)
 	assert.Len(t, cc.Applied, 4)
 	for _, g := range n.groups {
-		assert.Equal(t, cc.Version, g.fsm.Config().Version, "group %s", g.id)
-		assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale}, g.fsm.Config().Tiers["free"], "group %s", g.id)
+		assert.Equal(t, cc.Version, g.FSM.Config().Version, "group %s", g.ID)
+		assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale}, g.FSM.Config().Tiers["free"], "group %s", g.ID)
 	}
 	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 0}})
 	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
@@ -343,15 +343,15 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 			for range 300 {
 				allowOne(t, n, "eve", 1)
 			}
-			require.NoError(t, g.raft.Snapshot().Error())
-			first, err := g.store.FirstIndex()
+			require.NoError(t, g.Raft.Snapshot().Error())
+			first, err := g.Store.FirstIndex()
 			require.NoError(t, err)
-			last, err := g.store.LastIndex()
+			last, err := g.Store.LastIndex()
 			require.NoError(t, err)
 			assert.Greater(t, first, uint64(250), "the snapshot truncated the log to its trailing entries")
 			assert.GreaterOrEqual(t, last, uint64(300))
 			var l raft.Log
-			assert.ErrorIs(t, g.store.GetLog(first-1, &l), raft.ErrLogNotFound)
+			assert.ErrorIs(t, g.Store.GetLog(first-1, &l), raft.ErrLogNotFound)
 			for range 50 {
 				allowOne(t, n, "eve", 1)
 			}
@@ -427,7 +427,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 // what the meta group committed.
 func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
-	want := n.meta.fsm.Config()
+	want := n.meta.FSM.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
 	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
@@ -435,7 +435,7 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	n.reconcile() // what the hint triggers, run to completion here
 
 	for _, g := range n.groups {
-		assert.Equal(t, want.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+		assert.Equal(t, want.Version, g.FSM.ConfigVersion(), "group %s", g.ID)
 	}
 	d := allowOne(t, n, "mallory", 1)
 	assert.Equal(t, bucket.BuiltinDefault.Capacity, d.Limit, "the forged default is not in force")
@@ -444,31 +444,8 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	cc := setTier(t, n, "pro", 50, 0)
 	n.reconcile()
 	for _, g := range n.groups {
-		assert.Equal(t, cc.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+		assert.Equal(t, cc.Version, g.FSM.ConfigVersion(), "group %s", g.ID)
 	}
-}
-
-// Reads answer only in a term whose barrier the leader applied: a node
-// still marked serving from an earlier term (raft's LeaderCh can drop a
-// lose-then-regain) refuses, and the caller retries until the barrier of the
-// current term is applied.
-func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
-	allowOne(t, n, "rita", 3)
-	g := n.groupFor("rita")
-	term := g.barrierTerm.Load()
-	require.Equal(t, g.raft.CurrentTerm(), term)
-
-	g.barrierTerm.Store(term - 1) // as if the barrier applied were an earlier term's
-	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := n.Client(short, "rita")
-	assert.ErrorIs(t, err, ErrUnavailable, "no read from a term without its barrier")
-
-	g.barrierTerm.Store(term)
-	v, err := n.Client(ctx(t), "rita")
-	require.NoError(t, err)
-	assert.Equal(t, bucket.BuiltinDefault.Capacity-3, v.Decision.RemainingTokens())
 }
 
 // Items forwarded together each keep their own caller's deadline: an item
@@ -561,14 +538,14 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	}
 	g := n.groupFor("carol")
 	require.Nil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
-	last := g.raft.LastIndex()
+	last := g.Raft.LastIndex()
 
 	past := time.Now().Add(-time.Second)
 	assert.NotNil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
 	op := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "late", Policy: bucket.Policy{Capacity: 1, Rate: bucket.Scale}}
 	assert.NotNil(t, post("/internal/config-op", peerrpc.ToWireConfigOp(op), past), "a config op past its deadline was answered as done")
 
-	assert.Equal(t, last, g.raft.LastIndex(), "nothing was appended after the deadline")
+	assert.Equal(t, last, g.Raft.LastIndex(), "nothing was appended after the deadline")
 	v, err := n.Client(ctx(t), "carol")
 	require.NoError(t, err)
 	assert.Equal(t, "pro", v.AssignedTier)

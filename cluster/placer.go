@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // voterIDs returns the voters of a raft configuration, sorted.
@@ -49,11 +50,11 @@ func (p *placer) place() {
 	}
 	var ids []string
 	for _, g := range n.allGroups() {
-		ids = append(ids, g.id)
+		ids = append(ids, g.ID)
 	}
 	v.Preferred = membership.PreferredLeaders(ids, v.LiveIDs(), v.Replicas, v.LeaderCandidates()...)
 	for _, g := range n.allGroups() {
-		if !g.serving.Load() {
+		if !g.Serving() {
 			continue
 		}
 		n.placeGroup(g, v, p.lastTransfer)
@@ -61,8 +62,8 @@ func (p *placer) place() {
 	n.placements.Add(1)
 }
 
-func (n *Node) placeGroup(g *group, v membership.PlacementView, lastTransfer map[string]time.Time) {
-	f := g.raft.GetConfiguration()
+func (n *Node) placeGroup(g *raftgroup.Group, v membership.PlacementView, lastTransfer map[string]time.Time) {
+	f := g.Raft.GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
@@ -77,32 +78,32 @@ func (n *Node) placeGroup(g *group, v membership.PlacementView, lastTransfer map
 			}
 		}
 	} else {
-		step = membership.PlanPlacement(v, g.id, voters)
+		step = membership.PlanPlacement(v, g.ID, voters)
 	}
 	timeout := 5 * time.Second
 	switch {
 	case step.Refused != "":
-		n.logger.Warn("not removing voter: the group would lose its live majority", "group", g.id, "voter", step.Refused, "voters", voters)
+		n.logger.Warn("not removing voter: the group would lose its live majority", "group", g.ID, "voter", step.Refused, "voters", voters)
 	case step.Add != "":
-		n.logger.Info("adding voter", "group", g.id, "voter", step.Add)
-		if err := g.raft.AddVoter(raft.ServerID(step.Add), raft.ServerAddress(v.Addr(step.Add)), 0, timeout).Error(); err != nil {
-			n.logger.Warn("add voter failed", "group", g.id, "voter", step.Add, "err", err)
+		n.logger.Info("adding voter", "group", g.ID, "voter", step.Add)
+		if err := g.Raft.AddVoter(raft.ServerID(step.Add), raft.ServerAddress(v.Addr(step.Add)), 0, timeout).Error(); err != nil {
+			n.logger.Warn("add voter failed", "group", g.ID, "voter", step.Add, "err", err)
 		}
 	case step.Remove != "":
-		n.logger.Info("removing voter", "group", g.id, "voter", step.Remove)
-		if err := g.raft.RemoveServer(raft.ServerID(step.Remove), 0, timeout).Error(); err != nil {
-			n.logger.Warn("remove voter failed", "group", g.id, "voter", step.Remove, "err", err)
+		n.logger.Info("removing voter", "group", g.ID, "voter", step.Remove)
+		if err := g.Raft.RemoveServer(raft.ServerID(step.Remove), 0, timeout).Error(); err != nil {
+			n.logger.Warn("remove voter failed", "group", g.ID, "voter", step.Remove, "err", err)
 		}
 	case step.Transfer != "":
 		// Move leadership at most every few seconds per group, so a target
 		// that cannot take over is not hammered.
-		if time.Since(lastTransfer[g.id]) < 3*time.Second {
+		if time.Since(lastTransfer[g.ID]) < 3*time.Second {
 			return
 		}
-		lastTransfer[g.id] = time.Now()
-		n.logger.Info("transferring leadership", "group", g.id, "to", step.Transfer)
-		if err := g.raft.LeadershipTransferToServer(raft.ServerID(step.Transfer), raft.ServerAddress(v.Addr(step.Transfer))).Error(); err != nil {
-			n.logger.Warn("leadership transfer failed", "group", g.id, "to", step.Transfer, "err", err)
+		lastTransfer[g.ID] = time.Now()
+		n.logger.Info("transferring leadership", "group", g.ID, "to", step.Transfer)
+		if err := g.Raft.LeadershipTransferToServer(raft.ServerID(step.Transfer), raft.ServerAddress(v.Addr(step.Transfer))).Error(); err != nil {
+			n.logger.Warn("leadership transfer failed", "group", g.ID, "to", step.Transfer, "err", err)
 		}
 	}
 }
@@ -164,7 +165,7 @@ func (n *Node) removedEverywhere(ctx context.Context) bool {
 			return false
 		}
 		for _, st := range sts {
-			if st.ID == g.id && slices.Contains(st.Voters, n.opts.NodeID) {
+			if st.ID == g.ID && slices.Contains(st.Voters, n.opts.NodeID) {
 				return false
 			}
 		}

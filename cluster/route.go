@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // errNotLeader means the request reached a node that does not serve the
@@ -18,18 +19,18 @@ var errNotLeader = errs.ErrNotLeader
 // leaderOf returns where group g is served: self, or the raft address of
 // another node ("" if no leader is known). Raft's own view wins; a node
 // that is not a voter of g learns the leader from gossip.
-func (n *Node) leaderOf(g *group) (self bool, addr string) {
-	if g.serving.Load() {
+func (n *Node) leaderOf(g *raftgroup.Group) (self bool, addr string) {
+	if g.Serving() {
 		return true, ""
 	}
-	if a, id := g.raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
+	if a, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
 		return false, string(a)
 	}
 	if n.members == nil {
 		return false, ""
 	}
 	for _, mb := range n.members.Snapshot() {
-		if mb.State == membership.Alive && g.index < len(mb.Leads) && mb.Leads[g.index] && n.proofs.Trusts(mb.Meta.ID, mb.Meta.RaftAddr) {
+		if mb.State == membership.Alive && g.Index < len(mb.Leads) && mb.Leads[g.Index] && n.proofs.Trusts(mb.Meta.ID, mb.Meta.RaftAddr) {
 			return false, mb.Meta.RaftAddr
 		}
 	}
@@ -39,7 +40,7 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 // atLeader runs local if this node serves g, or remote with the leader's
 // address otherwise, retrying while the answer is errNotLeader (nothing was
 // appended) until ctx is done. With no leader known it waits for one.
-func (n *Node) atLeader(ctx context.Context, g *group, local func() error, remote func(addr string) error) error {
+func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() error, remote func(addr string) error) error {
 	backoff := 5 * time.Millisecond
 	for {
 		self, addr := n.leaderOf(g)
@@ -50,17 +51,17 @@ func (n *Node) atLeader(ctx context.Context, g *group, local func() error, remot
 		case addr != "":
 			err = remote(addr)
 		default:
-			err = fmt.Errorf("%w: group %s has no leader", errNotLeader, g.id)
+			err = fmt.Errorf("%w: group %s has no leader", errNotLeader, g.ID)
 		}
 		if err == nil || !errors.Is(err, errNotLeader) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: group %s: %w (last: %v)", ErrUnavailable, g.id, ctx.Err(), err)
+			return fmt.Errorf("%w: group %s: %w (last: %v)", ErrUnavailable, g.ID, ctx.Err(), err)
 		case <-n.stop:
 			return ErrShuttingDown
-		case <-g.leadershipChanged():
+		case <-g.LeadershipChanged():
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 100*time.Millisecond)
 		}
@@ -97,13 +98,13 @@ func (n *Node) Routes() Routes {
 		}
 	}
 	for _, g := range n.groups {
-		rt.Version += g.raft.CurrentTerm()
+		rt.Version += g.Raft.CurrentTerm()
 		self, addr := n.leaderOf(g)
 		switch {
 		case self && n.opts.HTTPAddr != "":
-			rt.Leaders[g.index] = n.opts.HTTPAddr
+			rt.Leaders[g.Index] = n.opts.HTTPAddr
 		case httpOf[addr] != "":
-			rt.Leaders[g.index] = httpOf[addr]
+			rt.Leaders[g.Index] = httpOf[addr]
 		}
 	}
 	return rt

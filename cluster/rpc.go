@@ -32,7 +32,7 @@ func (n *Node) rpcHandler() http.Handler {
 		return peerrpc.ToWireClientView(v), err
 	})
 	peerrpc.Handle(mux, "/internal/set-tier", func(ctx context.Context, req peerrpc.ClientReq) (struct{}, error) {
-		_, err := n.groupFor(req.Client).applyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
+		_, err := n.groupFor(req.Client).ApplyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
 		return struct{}{}, err
 	})
 	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (ConfigChange, error) {
@@ -43,10 +43,10 @@ func (n *Node) rpcHandler() http.Handler {
 		return n.changeConfigLocal(ctx, op)
 	})
 	peerrpc.Handle(mux, "/internal/config", func(ctx context.Context, _ struct{}) (peerrpc.WireConfig, error) {
-		if err := n.meta.verifyRead(ctx); err != nil {
+		if err := n.meta.VerifyRead(ctx); err != nil {
 			return peerrpc.WireConfig{}, err
 		}
-		return peerrpc.ToWireConfig(n.meta.fsm.Config()), nil
+		return peerrpc.ToWireConfig(n.meta.FSM.Config()), nil
 	})
 	// A hint from the meta leader that a new configuration is committed:
 	// reconcile now rather than at the next tick. The body says nothing (a

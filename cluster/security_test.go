@@ -19,6 +19,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -80,13 +81,13 @@ func attacker(t *testing.T, mt *raftmux.TLS, layer string) *raftmux.Layer {
 // transfer so that the leader does not ignore it.
 func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 	t.Helper()
-	l := attacker(t, mt, "g/"+metaGroupID)
+	l := attacker(t, mt, "g/"+raftgroup.MetaGroupID)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: l, MaxPool: 1, Timeout: 2 * time.Second,
-		Logger: newHCLogger(slog.New(slog.DiscardHandler), "attacker", slog.LevelError),
+		Logger: raftgroup.NewHCLogger(slog.New(slog.DiscardHandler), "attacker", slog.LevelError),
 	})
 	defer trans.Close()
-	term := target.meta.raft.CurrentTerm()
+	term := target.meta.Raft.CurrentTerm()
 	var resp raft.RequestVoteResponse
 	return trans.RequestVote(raft.ServerID(target.opts.NodeID), raft.ServerAddress(target.RaftAddr()), &raft.RequestVoteRequest{
 		RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(target.opts.NodeID), Addr: []byte(l.Addr().String())},
@@ -104,14 +105,14 @@ func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 	t.Run("without cluster TLS the forged vote deposes the leader", func(t *testing.T) {
 		n := startNode(t, t.TempDir(), NewManualClock())
-		term := n.meta.raft.CurrentTerm()
+		term := n.meta.Raft.CurrentTerm()
 		require.NoError(t, forgeRequestVote(t, nil, n))
-		assert.GreaterOrEqual(t, n.meta.raft.CurrentTerm(), term+10, "the forged term was taken")
+		assert.GreaterOrEqual(t, n.meta.Raft.CurrentTerm(), term+10, "the forged term was taken")
 	})
 
 	ca := newCA(t)
 	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.TLS = nodeTLS(t, ca, "n1") })
-	term := n.meta.raft.CurrentTerm()
+	term := n.meta.Raft.CurrentTerm()
 	other := nodeTLS(t, newCA(t), "n1") // a valid-looking certificate of another CA
 	for name, mt := range map[string]*raftmux.TLS{
 		"plain TCP":                 nil,
@@ -120,8 +121,8 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			refused := n.mux.Stats().Refused[raftmux.ReasonTLS]
 			assert.Error(t, forgeRequestVote(t, mt, n), "forged RequestVote")
-			assert.Equal(t, term, n.meta.raft.CurrentTerm(), "the leader kept its term")
-			assert.True(t, n.meta.serving.Load(), "and its leadership")
+			assert.Equal(t, term, n.meta.Raft.CurrentTerm(), "the leader kept its term")
+			assert.True(t, n.meta.Serving(), "and its leadership")
 
 			rpc := attacker(t, mt, peerrpc.LayerName)
 			hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
@@ -189,8 +190,8 @@ func (tc *testCluster) requireVoters(want ...string) {
 	slices.Sort(want)
 	for _, n := range tc.live() {
 		for _, g := range n.allGroups() {
-			if g.serving.Load() {
-				assert.Equal(tc.t, want, voterIDs(g.raft.GetConfiguration().Configuration()), "group %s led by %s", g.id, n.opts.NodeID)
+			if g.Serving() {
+				assert.Equal(tc.t, want, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
 			}
 		}
 	}
@@ -301,7 +302,7 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, n := range tc.live() {
 			for _, g := range n.allGroups() {
-				if g.serving.Load() && slices.Contains(voterIDs(g.raft.GetConfiguration().Configuration()), "n3") {
+				if g.Serving() && slices.Contains(voterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
 					return false
 				}
 			}
