@@ -205,7 +205,7 @@ func (n *Node) start() error {
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onMetaLeader); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onServingMeta); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
@@ -361,8 +361,9 @@ func kick(ch chan struct{}) {
 
 func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
 
-// onMetaLeader seeds a new cluster's configuration.
-func (n *Node) onMetaLeader(g *raftgroup.Group) {
+// onServingMeta is the meta group's OnServing: it seeds a new cluster's
+// configuration.
+func (n *Node) onServingMeta(g *raftgroup.Group) {
 	if g.FSM.Config().Version != 0 {
 		n.triggerReconcile()
 		return
