@@ -4,6 +4,12 @@
 // group-commits decisions, forwards to other nodes over the raft port, keeps
 // every data group's configuration in step with the meta group, and places
 // group replicas and leaders over the nodes that gossip finds.
+//
+// The Node puts together what its subpackages do on their own: one raft
+// group's lifecycle, proposals and group commit (cluster/raftgroup), gossip
+// and placement planning (cluster/membership), the internal RPC and its wire
+// formats (cluster/peerrpc), and the errors they all answer with
+// (cluster/errs). See ARCHITECTURE.md, section 4.
 package cluster
 
 import (

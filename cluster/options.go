@@ -98,7 +98,7 @@ type Options struct {
 	// TLS, if set, makes the raft port speak mutual TLS with the cluster
 	// CA (raft and the internal RPC alike), and makes placement trust a
 	// gossip member only once it proved its node id with a certificate
-	// (see peers.go). Its certificate must name NodeID. Nil: plain TCP,
+	// (see membership.Proofs). Its certificate must name NodeID. Nil: plain TCP,
 	// and gossip metadata is trusted as it is.
 	TLS *peertls.Config
 	// GossipKeys, if set, encrypt gossip (memberlist's keyring): the first
