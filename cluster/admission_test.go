@@ -74,12 +74,12 @@ func TestTierCap(t *testing.T) {
 	p := bucket.Policy{Capacity: 1, Rate: bucket.Scale}
 	// Fill the configuration to the cap in one committed entry, as a
 	// restored or older cluster might hold it.
-	cfg := n.meta.fsm.Config()
+	cfg := n.meta.FSM.Config()
 	big := bucket.Config{Version: cfg.Version + 1, Default: cfg.Default, Tiers: map[string]bucket.Policy{}}
 	for i := range bucket.MaxTiers {
 		big.Tiers[fmt.Sprintf("t%d", i)] = p
 	}
-	_, err := n.meta.applyLocal(ctx(t), fsm.InstallConfig{Config: big})
+	_, err := n.meta.ApplyLocal(ctx(t), fsm.InstallConfig{Config: big})
 	require.NoError(t, err)
 
 	_, err = n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "one-more", Policy: p})

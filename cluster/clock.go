@@ -3,14 +3,13 @@ package cluster
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
-// Clock is the node's source of time. The leader of a group stamps every
-// entry it proposes with Clock.Now(); nothing else in the decision path
-// reads time. Implementations must be safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-}
+// Clock is the node's source of time (raftgroup.Clock: the batcher stamps
+// entries with it).
+type Clock = raftgroup.Clock
 
 // SystemClock is the real wall clock.
 type SystemClock struct{}

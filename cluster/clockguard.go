@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
 )
 
 // DefaultMaxClockOffset is how far a node's clock may be from most of its
@@ -33,9 +36,9 @@ func (n *Node) checkClocks() {
 	if n.opts.MaxClockOffset < 0 || n.members == nil {
 		return
 	}
-	var peers []member
+	var peers []membership.Member
 	for _, m := range n.trustedMembers() {
-		if m.state == memberAlive && m.meta.RaftAddr != "" {
+		if m.State == membership.Alive && m.Meta.RaftAddr != "" {
 			peers = append(peers, m)
 		}
 	}
@@ -49,7 +52,7 @@ func (n *Node) checkClocks() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			offset, uncertainty, err := n.clockOffset(m.meta.RaftAddr)
+			offset, uncertainty, err := n.clockOffset(m.Meta.RaftAddr)
 			if err != nil {
 				return
 			}
@@ -76,7 +79,7 @@ func (n *Node) checkClocks() {
 		} else {
 			n.logger.Warn("this node's clock agrees with its peers' again", "offset_to_peers", median.String())
 		}
-		n.members.setClockOff(off)
+		n.members.SetClockOff(off)
 		kick(n.placementCh)
 	}
 }
@@ -89,7 +92,7 @@ func (n *Node) clockOffset(addr string) (offset, uncertainty time.Duration, err 
 	defer cancel()
 	local := n.opts.Clock.Now().UnixNano()
 	start := time.Now()
-	theirs, err := callResult[int64](ctx, n.rpc, addr, "/internal/time", struct{}{})
+	theirs, err := peerrpc.Call[int64](ctx, n.rpc, addr, "/internal/time", struct{}{})
 	rtt := time.Since(start)
 	if err != nil {
 		return 0, 0, err

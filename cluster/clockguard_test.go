@@ -36,7 +36,7 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 	assert.ErrorIs(t, n1.Ready(ctx(t)), errClockOff)
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
-			if g.serving.Load() {
+			if g.Serving() {
 				return false
 			}
 		}
@@ -56,7 +56,7 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 	assert.False(t, n1.clockOff.Load())
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
-			if g.serving.Load() {
+			if g.Serving() {
 				return true
 			}
 		}

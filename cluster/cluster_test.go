@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 )
@@ -150,22 +152,22 @@ func (tc *testCluster) waitStable(voters int) {
 			}
 		}
 		for _, g := range live[0].allGroups() {
-			groupIDs = append(groupIDs, g.id)
+			groupIDs = append(groupIDs, g.ID)
 		}
 		slices.Sort(ids)
-		preferred := preferredLeaders(groupIDs, ids, DefaultReplicas)
+		preferred := membership.PreferredLeaders(groupIDs, ids, DefaultReplicas)
 		for gi := range tc.groups + 1 {
-			var leader *group
+			var leader *raftgroup.Group
 			var leaderID string
 			for _, n := range live {
-				if g := n.allGroups()[gi]; g.serving.Load() {
+				if g := n.allGroups()[gi]; g.Serving() {
 					leader, leaderID = g, n.opts.NodeID
 				}
 			}
-			if leader == nil || leaderID != preferred[leader.id] {
+			if leader == nil || leaderID != preferred[leader.ID] {
 				return false
 			}
-			vs := voterIDs(leader.raft.GetConfiguration().Configuration())
+			vs := voterIDs(leader.Raft.GetConfiguration().Configuration())
 			if len(vs) != want {
 				return false
 			}
@@ -183,7 +185,7 @@ func (tc *testCluster) waitStable(voters int) {
 func (tc *testCluster) leaderOfClient(client string) int {
 	gi := GroupOf(client, tc.groups)
 	for i, n := range tc.nodes {
-		if n != nil && n.groups[gi].serving.Load() {
+		if n != nil && n.groups[gi].Serving() {
 			return i
 		}
 	}
@@ -208,7 +210,7 @@ func testDecisionsAgree(t *testing.T, size int) {
 		for _, n := range tc.nodes {
 			leads := 0
 			for _, g := range n.allGroups() {
-				if g.serving.Load() {
+				if g.Serving() {
 					leads++
 				}
 			}
@@ -376,8 +378,8 @@ func TestClusterPolicyChangeAgreesOnEveryReplica(t *testing.T) {
 			var applied []uint64
 			for _, n := range tc.nodes {
 				g := n.allGroups()[gi]
-				snaps = append(snaps, g.fsm.MarshalSnapshot())
-				applied = append(applied, g.fsm.AppliedIndex())
+				snaps = append(snaps, g.FSM.MarshalSnapshot())
+				applied = append(applied, g.FSM.AppliedIndex())
 			}
 			for i := 1; i < len(snaps); i++ {
 				if applied[i] != applied[0] || string(snaps[i]) != string(snaps[0]) {
@@ -444,5 +446,5 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
-	assert.Empty(t, tc.nodes[0].members.snapshot(), "the first node never admitted the odd one")
+	assert.Empty(t, tc.nodes[0].members.Snapshot(), "the first node never admitted the odd one")
 }

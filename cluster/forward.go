@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -14,7 +15,7 @@ import (
 // next call, as they do in the leader's raft entries.
 type forwarder struct {
 	addr     string
-	rpc      *rpcClient
+	rpc      *peerrpc.Client
 	in       chan *fwdItem
 	inflight chan struct{}
 	stop     chan struct{}
@@ -24,12 +25,18 @@ type forwarder struct {
 
 type fwdItem struct {
 	ctx   context.Context
-	item  rpcAllowItem
-	done  chan outcome
+	item  peerrpc.AllowItem
+	done  chan fwdOutcome
 	taken atomic.Bool // run has taken it from the queue
 }
 
-func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
+// fwdOutcome is what a forwarded item's caller is answered.
+type fwdOutcome struct {
+	decisions []fsm.Decision
+	err       error
+}
+
+func newForwarder(addr string, rpc *peerrpc.Client, maxInflight int) *forwarder {
 	f := &forwarder{
 		addr:     addr,
 		rpc:      rpc,
@@ -44,8 +51,8 @@ func newForwarder(addr string, rpc *rpcClient, maxInflight int) *forwarder {
 }
 
 // submit forwards one group's requests and waits for the leader's answer.
-func (f *forwarder) submit(ctx context.Context, item rpcAllowItem) ([]fsm.Decision, error) {
-	it := &fwdItem{ctx: ctx, item: item, done: make(chan outcome, 1)}
+func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.Decision, error) {
+	it := &fwdItem{ctx: ctx, item: item, done: make(chan fwdOutcome, 1)}
 	select {
 	case f.in <- it:
 	case <-f.stop:
@@ -86,7 +93,7 @@ func (f *forwarder) run() {
 		select {
 		case f.inflight <- struct{}{}:
 		case <-f.stop:
-			first.done <- outcome{err: ErrShuttingDown}
+			first.done <- fwdOutcome{err: ErrShuttingDown}
 			return
 		}
 		items := []*fwdItem{first}
@@ -111,13 +118,13 @@ func (f *forwarder) run() {
 func (f *forwarder) send(items []*fwdItem) {
 	defer func() { <-f.inflight }()
 	var (
-		req                   rpcAllowReq
+		req                   peerrpc.AllowReq
 		live                  []*fwdItem
 		deadline, hasDeadline = items[0].ctx.Deadline()
 	)
 	for _, it := range items {
 		if it.ctx.Err() != nil {
-			it.done <- outcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
+			it.done <- fwdOutcome{err: fmt.Errorf("%w: %w", errNotLeader, it.ctx.Err())}
 			continue
 		}
 		item := it.item
@@ -141,10 +148,10 @@ func (f *forwarder) send(items []*fwdItem) {
 		ctx, cancel = context.WithDeadline(context.Background(), deadline)
 	}
 	defer cancel()
-	var resp rpcAllowResp
-	data, err := f.rpc.post(ctx, f.addr, "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	var resp peerrpc.AllowResp
+	data, err := f.rpc.Post(ctx, f.addr, "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
 	if err == nil {
-		if resp, err = decodeAllowResp(data); err != nil {
+		if resp, err = peerrpc.DecodeAllowResp(data); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrOutcomeUnknown, f.addr, err)
 		}
 	}
@@ -154,11 +161,11 @@ func (f *forwarder) send(items []*fwdItem) {
 	for i, it := range live {
 		switch {
 		case err != nil:
-			it.done <- outcome{err: err}
+			it.done <- fwdOutcome{err: err}
 		case resp.Items[i].Error != nil:
-			it.done <- outcome{err: resp.Items[i].Error.err()}
+			it.done <- fwdOutcome{err: resp.Items[i].Error.Err()}
 		default:
-			it.done <- outcome{decisions: resp.Items[i].Decisions}
+			it.done <- fwdOutcome{decisions: resp.Items[i].Decisions}
 		}
 	}
 }
@@ -170,7 +177,7 @@ func (f *forwarder) failQueued() {
 		select {
 		case it := <-f.in:
 			it.taken.Store(true)
-			it.done <- outcome{err: ErrShuttingDown}
+			it.done <- fwdOutcome{err: ErrShuttingDown}
 		default:
 			return
 		}

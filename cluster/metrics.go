@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // nodeMetrics are the node's Prometheus metrics: batch sizes observed as
@@ -112,7 +113,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 	if n.meta == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.syncs()))
+	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.Syncs()))
 	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(n.diskFree.Load()))
 	low := 0.0
 	if n.diskLow.Load() {
@@ -128,19 +129,19 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 	if sc, ok := n.opts.Clock.(*stampClock); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}
-	for _, g := range append([]*group{n.meta}, n.groups...) {
-		st := g.status()
-		ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, raftStateValue(g.raft.State()), g.id)
-		ch <- prometheus.MustNewConstMetric(m.term, prometheus.GaugeValue, float64(st.Term), g.id)
-		ch <- prometheus.MustNewConstMetric(m.applied, prometheus.GaugeValue, float64(st.AppliedIndex), g.id)
-		ch <- prometheus.MustNewConstMetric(m.commit, prometheus.GaugeValue, float64(st.CommitIndex), g.id)
-		b, _, _ := g.fsm.Stats()
-		ch <- prometheus.MustNewConstMetric(m.buckets, prometheus.GaugeValue, float64(b), g.id)
-		ch <- prometheus.MustNewConstMetric(m.version, prometheus.GaugeValue, float64(st.ConfigVersion), g.id)
-		ch <- prometheus.MustNewConstMetric(m.evicted, prometheus.CounterValue, float64(g.fsm.RequestIDsEvictedEarly()), g.id)
-		byID, byOrigin := g.fsm.Remembered()
-		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byID), g.id, "request_id")
-		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byOrigin), g.id, "origin")
+	for _, g := range append([]*raftgroup.Group{n.meta}, n.groups...) {
+		st := groupStatus(g)
+		ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, raftStateValue(g.Raft.State()), g.ID)
+		ch <- prometheus.MustNewConstMetric(m.term, prometheus.GaugeValue, float64(st.Term), g.ID)
+		ch <- prometheus.MustNewConstMetric(m.applied, prometheus.GaugeValue, float64(st.AppliedIndex), g.ID)
+		ch <- prometheus.MustNewConstMetric(m.commit, prometheus.GaugeValue, float64(st.CommitIndex), g.ID)
+		b, _, _ := g.FSM.Stats()
+		ch <- prometheus.MustNewConstMetric(m.buckets, prometheus.GaugeValue, float64(b), g.ID)
+		ch <- prometheus.MustNewConstMetric(m.version, prometheus.GaugeValue, float64(st.ConfigVersion), g.ID)
+		ch <- prometheus.MustNewConstMetric(m.evicted, prometheus.CounterValue, float64(g.FSM.RequestIDsEvictedEarly()), g.ID)
+		byID, byOrigin := g.FSM.Remembered()
+		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byID), g.ID, "request_id")
+		ch <- prometheus.MustNewConstMetric(m.remember, prometheus.GaugeValue, float64(byOrigin), g.ID, "origin")
 	}
 }
 

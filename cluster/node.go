@@ -4,6 +4,12 @@
 // group-commits decisions, forwards to other nodes over the raft port, keeps
 // every data group's configuration in step with the meta group, and places
 // group replicas and leaders over the nodes that gossip finds.
+//
+// The Node puts together what its subpackages do on their own: one raft
+// group's lifecycle, proposals and group commit (cluster/raftgroup), gossip
+// and placement planning (cluster/membership), the internal RPC and its wire
+// formats (cluster/peerrpc), and the errors they all answer with
+// (cluster/errs). See ARCHITECTURE.md, section 4.
 package cluster
 
 import (
@@ -22,6 +28,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -35,18 +44,18 @@ type Node struct {
 	opts     Options
 	logger   *slog.Logger
 	raftAddr string // advertised raft (and RPC) address
-	meta     *group
-	groups   []*group
+	meta     *raftgroup.Group
+	groups   []*raftgroup.Group
 	metrics  *nodeMetrics
 	mux      *raftmux.Mux
 	net      *raftnet.Net // every group's raft traffic, one connection per peer
 	rpcSrv   *http.Server
-	rpc      *rpcClient
+	rpc      *peerrpc.Client
 	origins  *originSource
-	rpcLn    *streamLayer // the "rpc" layer, dialled to prove peers
-	proofs   *peerProofs  // nil without cluster TLS
-	members  *membership
-	logs     *logStores
+	rpcLn    *streamLayer       // the "rpc" layer, dialled to prove peers
+	proofs   *membership.Proofs // nil without cluster TLS
+	members  *membership.Gossip
+	logs     *raftgroup.LogStores
 
 	leaving    atomic.Bool
 	placements atomic.Uint64 // placement rounds run, for tests
@@ -84,7 +93,7 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	cf, err := checkClusterFile(opts)
+	cf, err := raftgroup.CheckClusterFile(opts.DataDir, opts.NodeID, opts.Groups, opts.LogStore)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +122,7 @@ func New(opts Options) (*Node, error) {
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
 	if opts.TLS != nil {
-		n.proofs = newPeerProofs()
+		n.proofs = membership.NewProofs()
 	}
 	if err := n.start(); err != nil {
 		_ = n.Close()
@@ -121,6 +130,10 @@ func New(opts Options) (*Node, error) {
 	}
 	return n, nil
 }
+
+// raftLayer is the raft port's stream name for every group's raft traffic
+// (transport/raftnet).
+const raftLayer = "raft"
 
 func (n *Node) start() error {
 	opts := n.opts
@@ -131,12 +144,12 @@ func (n *Node) start() error {
 		}
 		return &streamLayer{Layer: l, self: n.raftAddr, addr: advertisedAddr(n.raftAddr), partition: opts.partition}, nil
 	}
-	rpcLn, err := layer(rpcLayer)
+	rpcLn, err := layer(peerrpc.LayerName)
 	if err != nil {
 		return err
 	}
 	n.rpcLn = rpcLn
-	n.rpc = &rpcClient{hc: &http.Client{Transport: &http.Transport{
+	n.rpc = &peerrpc.Client{HTTP: &http.Client{Transport: &http.Transport{
 		DialContext:         rpcLn.DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
@@ -155,7 +168,7 @@ func (n *Node) start() error {
 		Logger: n.logger.With("component", "raftnet"),
 	})
 
-	if n.logs, err = openLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
+	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
 	}
 	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
@@ -165,17 +178,17 @@ func (n *Node) start() error {
 	stores := map[string]*raftlog.Store{}
 	existing := false
 	for i := -1; i < opts.Groups; i++ {
-		id, dir := metaGroupID, metaGroupID
+		id, dir := raftgroup.MetaGroupID, raftgroup.MetaGroupID
 		if i >= 0 {
 			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
 		}
-		st, err := n.logs.open(id, groupDir(dir))
+		st, err := n.logs.Open(id, groupDir(dir))
 		if err != nil {
 			closeStores(stores)
 			return err
 		}
 		stores[id] = st
-		has, err := hasState(st)
+		has, err := raftgroup.HasState(st)
 		if err != nil {
 			closeStores(stores)
 			return err
@@ -183,7 +196,7 @@ func (n *Node) start() error {
 		existing = existing || has
 	}
 	bootstrap := !existing && len(opts.Join) == 0
-	open := func(id string, index int, dir string, onServing func(*group)) (*group, error) {
+	open := func(id string, index int, dir string, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
 		store := stores[id]
 		delete(stores, id) // the group owns it from here
 		trans, err := n.net.Transport(id)
@@ -191,42 +204,42 @@ func (n *Node) start() error {
 			store.Close()
 			return nil, err
 		}
-		return openGroup(groupConfig{
-			id:        id,
-			index:     index,
-			bootstrap: bootstrap,
-			dir:       groupDir(dir),
-			store:     store,
-			nodeID:    opts.NodeID,
-			addr:      raft.ServerAddress(n.raftAddr),
-			trans:     trans,
-			timings:   opts.Raft,
-			logger:    n.logger,
-			logLevel:  opts.RaftLogLevel.Level(),
-			fsmOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
-			onServing: onServing,
-			onChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
+		return raftgroup.Open(raftgroup.Config{
+			ID:        id,
+			Index:     index,
+			Bootstrap: bootstrap,
+			Dir:       groupDir(dir),
+			Store:     store,
+			NodeID:    opts.NodeID,
+			Addr:      raft.ServerAddress(n.raftAddr),
+			Trans:     trans,
+			Timings:   opts.Raft,
+			Logger:    n.logger,
+			LogLevel:  opts.RaftLogLevel.Level(),
+			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
+			OnServing: onServing,
+			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(metaGroupID, opts.Groups, metaGroupID, n.onMetaLeader); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onServingMeta); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
-		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*group) { n.triggerReconcile() })
+		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*raftgroup.Group) { n.triggerReconcile() })
 		if err != nil {
 			return err
 		}
-		g.batch = newBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
+		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
 			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()
 
-	n.members, err = newMembership(membershipConfig{
-		nodeID: opts.NodeID, raftAddr: n.raftAddr, httpAddr: opts.HTTPAddr, gossipAddr: opts.GossipAddr,
-		groups: opts.Groups, keys: opts.GossipKeys, logger: n.logger,
-		onChange: func() { kick(n.placementCh); kick(n.proveCh) },
+	n.members, err = membership.New(membership.Config{
+		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
+		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
+		OnChange: func() { kick(n.placementCh); kick(n.proveCh) },
 	})
 	if err != nil {
 		return err
@@ -257,7 +270,7 @@ func (n *Node) start() error {
 	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
-	n.every(2*time.Second, nil, n.members.reconnect)
+	n.every(2*time.Second, nil, n.members.Reconnect)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}
@@ -272,11 +285,11 @@ func (n *Node) joinWithRetry(attempts int) error {
 	}
 	var err error
 	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
-		_ = n.members.incompatible() // only this attempt's refusals count
-		if err = n.members.join(n.opts.Join); err == nil {
+		_ = n.members.Incompatible() // only this attempt's refusals count
+		if err = n.members.Join(n.opts.Join); err == nil {
 			return nil
 		}
-		if refused := n.members.incompatible(); refused != nil {
+		if refused := n.members.Incompatible(); refused != nil {
 			return fmt.Errorf("cluster: %w", refused)
 		}
 		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
@@ -312,7 +325,7 @@ func (n *Node) GossipAddr() string {
 	if n.members == nil {
 		return ""
 	}
-	return n.members.ml.LocalNode().Address()
+	return n.members.Addr()
 }
 
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the
@@ -331,12 +344,12 @@ func GroupOf(client string, groups int) int {
 	return int(h % uint64(groups))
 }
 
-func (n *Node) groupFor(client string) *group {
+func (n *Node) groupFor(client string) *raftgroup.Group {
 	return n.groups[GroupOf(client, len(n.groups))]
 }
 
-func (n *Node) allGroups() []*group {
-	return append([]*group{n.meta}, n.groups...)
+func (n *Node) allGroups() []*raftgroup.Group {
+	return append([]*raftgroup.Group{n.meta}, n.groups...)
 }
 
 func kick(ch chan struct{}) {
@@ -348,15 +361,16 @@ func kick(ch chan struct{}) {
 
 func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
 
-// onMetaLeader seeds a new cluster's configuration.
-func (n *Node) onMetaLeader(g *group) {
-	if g.fsm.Config().Version != 0 {
+// onServingMeta is the meta group's OnServing: it seeds a new cluster's
+// configuration.
+func (n *Node) onServingMeta(g *raftgroup.Group) {
+	if g.FSM.Config().Version != 0 {
 		n.triggerReconcile()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
+	if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
 		n.logger.Error("seeding the configuration failed; it will be retried at the next election", "err", err)
 		return
 	}
@@ -378,21 +392,21 @@ func (n *Node) configHint() {
 // in the meta group: its own replica's, or the meta leader's when this node
 // holds no replica, has none yet, or was told of a newer one.
 func (n *Node) wantedConfig() bucket.Config {
-	want := n.meta.fsm.Config()
+	want := n.meta.FSM.Config()
 	if n.askMeta.Swap(false) || want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
-			if w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
-				want = w.config()
+			if w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
+				want = w.Config()
 			}
 		}
 	}
 	return want
 }
 
-func isVoter(g *group, id string) bool {
-	f := g.raft.GetConfiguration()
+func isVoter(g *raftgroup.Group, id string) bool {
+	f := g.Raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
@@ -429,9 +443,9 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 // the group's own log. A group that cannot be reached now is retried on the
 // next trigger or tick.
 func (n *Node) reconcile() {
-	var lagging []*group
+	var lagging []*raftgroup.Group
 	for _, g := range n.groups {
-		if g.serving.Load() {
+		if g.Serving() {
 			lagging = append(lagging, g)
 		}
 	}
@@ -441,7 +455,7 @@ func (n *Node) reconcile() {
 	want := n.wantedConfig()
 	var wg sync.WaitGroup
 	for _, g := range lagging {
-		if g.fsm.Config().Version >= want.Version {
+		if g.FSM.Config().Version >= want.Version {
 			continue
 		}
 		wg.Add(1)
@@ -449,8 +463,8 @@ func (n *Node) reconcile() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := g.applyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
-				n.logger.Warn("config reconcile failed", "group", g.id, "version", want.Version, "err", err)
+			if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
+				n.logger.Warn("config reconcile failed", "group", g.ID, "version", want.Version, "err", err)
 			}
 		}()
 	}
@@ -461,16 +475,16 @@ func (n *Node) reconcile() {
 // are full.
 func (n *Node) reclaim() {
 	for _, g := range n.groups {
-		if b, _, _ := g.fsm.Stats(); !g.serving.Load() || b == 0 {
+		if b, _, _ := g.FSM.Stats(); !g.Serving() || b == 0 {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		res, err := g.applyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
+		res, err := g.ApplyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
 		cancel()
 		if err != nil {
-			n.logger.Warn("reclaim failed", "group", g.id, "err", err)
+			n.logger.Warn("reclaim failed", "group", g.ID, "err", err)
 		} else if r, ok := res.(*fsm.ReclaimResult); ok && r.Buckets > 0 {
-			n.logger.Debug("reclaimed idle buckets", "group", g.id, "buckets", r.Buckets, "request_ids", r.Dedup)
+			n.logger.Debug("reclaimed idle buckets", "group", g.ID, "buckets", r.Buckets, "request_ids", r.Dedup)
 		}
 	}
 }
@@ -480,9 +494,9 @@ func (n *Node) reclaim() {
 func (n *Node) publishLeads() {
 	leads := make([]bool, len(n.groups)+1)
 	for _, g := range n.allGroups() {
-		leads[g.index] = g.serving.Load()
+		leads[g.Index] = g.Serving()
 	}
-	n.members.setLeads(leads)
+	n.members.SetLeads(leads)
 }
 
 // forwarderFor returns the forwarder to the node at addr.
@@ -506,13 +520,13 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		var errs []error
 		if n.members != nil {
-			errs = append(errs, n.members.shutdown())
+			errs = append(errs, n.members.Shutdown())
 		}
 		for _, g := range n.groups {
-			errs = append(errs, g.close())
+			errs = append(errs, g.Close())
 		}
 		if n.meta != nil {
-			errs = append(errs, n.meta.close())
+			errs = append(errs, n.meta.Close())
 		}
 		if n.rpcSrv != nil {
 			_ = n.rpcSrv.Close()
@@ -527,7 +541,7 @@ func (n *Node) Close() error {
 		}
 		errs = append(errs, n.mux.Close())
 		if n.logs != nil {
-			errs = append(errs, n.logs.close())
+			errs = append(errs, n.logs.Close())
 		}
 		n.closeErr = errors.Join(errs...)
 		close(n.done)

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -48,7 +49,7 @@ func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) 
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
 	require.Eventually(t, func() bool {
-		return n.Ready(context.Background()) == nil && n.meta.fsm.Config().Version >= 1
+		return n.Ready(context.Background()) == nil && n.meta.FSM.Config().Version >= 1
 	}, 10*time.Second, 5*time.Millisecond, "node never became ready")
 	return n
 }
@@ -232,8 +233,8 @@ func TestConfigChangeReachesEveryGroup(t *testing.T) {
 	cc := setTier(t, n, "free", 5, 1)
 	assert.Len(t, cc.Applied, 4)
 	for _, g := range n.groups {
-		assert.Equal(t, cc.Version, g.fsm.Config().Version, "group %s", g.id)
-		assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale}, g.fsm.Config().Tiers["free"], "group %s", g.id)
+		assert.Equal(t, cc.Version, g.FSM.Config().Version, "group %s", g.ID)
+		assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale}, g.FSM.Config().Tiers["free"], "group %s", g.ID)
 	}
 	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 0}})
 	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
@@ -342,15 +343,15 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 			for range 300 {
 				allowOne(t, n, "eve", 1)
 			}
-			require.NoError(t, g.raft.Snapshot().Error())
-			first, err := g.store.FirstIndex()
+			require.NoError(t, g.Raft.Snapshot().Error())
+			first, err := g.Store.FirstIndex()
 			require.NoError(t, err)
-			last, err := g.store.LastIndex()
+			last, err := g.Store.LastIndex()
 			require.NoError(t, err)
 			assert.Greater(t, first, uint64(250), "the snapshot truncated the log to its trailing entries")
 			assert.GreaterOrEqual(t, last, uint64(300))
 			var l raft.Log
-			assert.ErrorIs(t, g.store.GetLog(first-1, &l), raft.ErrLogNotFound)
+			assert.ErrorIs(t, g.Store.GetLog(first-1, &l), raft.ErrLogNotFound)
 			for range 50 {
 				allowOne(t, n, "eve", 1)
 			}
@@ -393,14 +394,14 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	long := strings.Repeat("c", 300)
 
-	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: long, Tier: "free"})
+	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: long, Tier: "free"})
 	assert.ErrorIs(t, err, fsm.ErrInvalidCommand, "set-tier with a 300-byte client id")
 
 	other := 0
 	for GroupOf("alice", len(n.groups)) == other {
 		other++
 	}
-	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
 		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
@@ -409,7 +410,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	require.Len(t, resp.Items, 4)
 	for i, it := range resp.Items {
 		if assert.NotNil(t, it.Error, "item %d was decided", i) {
-			assert.ErrorIs(t, it.Error.err(), fsm.ErrInvalidCommand, "item %d", i)
+			assert.ErrorIs(t, it.Error.Err(), fsm.ErrInvalidCommand, "item %d", i)
 		}
 	}
 
@@ -426,15 +427,15 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 // what the meta group committed.
 func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
-	want := n.meta.fsm.Config()
+	want := n.meta.FSM.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
-	_, err := callResult[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
+	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/install-config", forged)
 	require.NoError(t, err, "the hint itself is accepted")
 	n.reconcile() // what the hint triggers, run to completion here
 
 	for _, g := range n.groups {
-		assert.Equal(t, want.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+		assert.Equal(t, want.Version, g.FSM.ConfigVersion(), "group %s", g.ID)
 	}
 	d := allowOne(t, n, "mallory", 1)
 	assert.Equal(t, bucket.BuiltinDefault.Capacity, d.Limit, "the forged default is not in force")
@@ -443,31 +444,8 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 	cc := setTier(t, n, "pro", 50, 0)
 	n.reconcile()
 	for _, g := range n.groups {
-		assert.Equal(t, cc.Version, g.fsm.ConfigVersion(), "group %s", g.id)
+		assert.Equal(t, cc.Version, g.FSM.ConfigVersion(), "group %s", g.ID)
 	}
-}
-
-// Reads answer only in a term whose barrier the leader applied: a node
-// still marked serving from an earlier term (raft's LeaderCh can drop a
-// lose-then-regain) refuses, and the caller retries until the barrier of the
-// current term is applied.
-func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
-	allowOne(t, n, "rita", 3)
-	g := n.groupFor("rita")
-	term := g.barrierTerm.Load()
-	require.Equal(t, g.raft.CurrentTerm(), term)
-
-	g.barrierTerm.Store(term - 1) // as if the barrier applied were an earlier term's
-	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := n.Client(short, "rita")
-	assert.ErrorIs(t, err, ErrUnavailable, "no read from a term without its barrier")
-
-	g.barrierTerm.Store(term)
-	v, err := n.Client(ctx(t), "rita")
-	require.NoError(t, err)
-	assert.Equal(t, bucket.BuiltinDefault.Capacity-3, v.Decision.RemainingTokens())
 }
 
 // Items forwarded together each keep their own caller's deadline: an item
@@ -475,7 +453,7 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	late, early := "late-caller", "early-caller"
-	resp := forward(t, n, rpcAllowReq{Items: []rpcAllowItem{
+	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
 			Deadline: time.Now().Add(-time.Second).UnixNano()},
 		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
@@ -495,11 +473,11 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 // (nothing was sent), not left to wait out its deadline and then reported
 // as an unknown outcome.
 func TestClosedForwarderAnswersAtOnce(t *testing.T) {
-	f := newForwarder("127.0.0.1:1", &rpcClient{hc: &http.Client{}}, 1)
+	f := newForwarder("127.0.0.1:1", &peerrpc.Client{HTTP: &http.Client{}}, 1)
 	f.close()
 	for i := range 50 {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := f.submit(c, rpcAllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+		_, err := f.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
 		cancel()
 		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
 	}
@@ -542,32 +520,32 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	// post sends body as a peer whose caller's deadline is deadline.
-	post := func(path string, body any, deadline time.Time) *rpcError {
+	post := func(path string, body any, deadline time.Time) *peerrpc.Error {
 		t.Helper()
 		data, err := json.Marshal(body)
 		require.NoError(t, err)
 		req, err := http.NewRequestWithContext(ctx(t), http.MethodPost, "http://"+n.RaftAddr()+path, bytes.NewReader(data))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(deadlineHeader, strconv.FormatInt(deadline.UnixNano(), 10))
-		resp, err := n.rpc.hc.Do(req)
+		req.Header.Set(peerrpc.DeadlineHeader, strconv.FormatInt(deadline.UnixNano(), 10))
+		resp, err := n.rpc.HTTP.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var out rpcResp[json.RawMessage]
+		var out peerrpc.Resp[json.RawMessage]
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 		return out.Error
 	}
 	g := n.groupFor("carol")
-	require.Nil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
-	last := g.raft.LastIndex()
+	require.Nil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "pro"}, time.Now().Add(time.Minute)))
+	last := g.Raft.LastIndex()
 
 	past := time.Now().Add(-time.Second)
-	assert.NotNil(t, post("/internal/set-tier", rpcClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
+	assert.NotNil(t, post("/internal/set-tier", peerrpc.ClientReq{Client: "carol", Tier: "free"}, past), "a set-tier past its deadline was answered as done")
 	op := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "late", Policy: bucket.Policy{Capacity: 1, Rate: bucket.Scale}}
-	assert.NotNil(t, post("/internal/config-op", toWireConfigOp(op), past), "a config op past its deadline was answered as done")
+	assert.NotNil(t, post("/internal/config-op", peerrpc.ToWireConfigOp(op), past), "a config op past its deadline was answered as done")
 
-	assert.Equal(t, last, g.raft.LastIndex(), "nothing was appended after the deadline")
+	assert.Equal(t, last, g.Raft.LastIndex(), "nothing was appended after the deadline")
 	v, err := n.Client(ctx(t), "carol")
 	require.NoError(t, err)
 	assert.Equal(t, "pro", v.AssignedTier)
@@ -577,11 +555,11 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 }
 
 // forward sends req to n's /internal/allow as a peer would.
-func forward(t *testing.T, n *Node, req rpcAllowReq) rpcAllowResp {
+func forward(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
 	t.Helper()
-	data, err := n.rpc.post(ctx(t), n.RaftAddr(), "/internal/allow", allowContentType, appendAllowReq(nil, req))
+	data, err := n.rpc.Post(ctx(t), n.RaftAddr(), "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
 	require.NoError(t, err)
-	resp, err := decodeAllowResp(data)
+	resp, err := peerrpc.DecodeAllowResp(data)
 	require.NoError(t, err)
 	return resp
 }

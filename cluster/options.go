@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 )
@@ -97,7 +98,7 @@ type Options struct {
 	// TLS, if set, makes the raft port speak mutual TLS with the cluster
 	// CA (raft and the internal RPC alike), and makes placement trust a
 	// gossip member only once it proved its node id with a certificate
-	// (see peers.go). Its certificate must name NodeID. Nil: plain TCP,
+	// (see membership.Proofs). Its certificate must name NodeID. Nil: plain TCP,
 	// and gossip metadata is trusted as it is.
 	TLS *peertls.Config
 	// GossipKeys, if set, encrypt gossip (memberlist's keyring): the first
@@ -109,22 +110,19 @@ type Options struct {
 	partition *Partition
 }
 
-// RaftTimings are the raft timeouts every group uses.
-type RaftTimings struct {
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
-	SnapshotInterval   time.Duration
-	SnapshotThreshold  uint64
-	// TrailingLogs is how many entries a snapshot leaves in the log, for
-	// followers that are a little behind (raft's default, 10240, if zero).
-	TrailingLogs uint64
-}
+// RaftTimings are the raft timeouts every group uses (raftgroup.Timings).
+type RaftTimings = raftgroup.Timings
+
+// Log store layouts (Options.LogStore): see raftgroup.LogStoreShared and
+// raftgroup.LogStoreBoltDB.
+const (
+	LogStoreShared = raftgroup.LogStoreShared // one pebble database per node, fsyncs shared by the groups (the default)
+	LogStoreBoltDB = raftgroup.LogStoreBoltDB // a raft-boltdb/v2 file per group
+)
 
 // Defaults.
 const (
-	DefaultGroups            = 8
+	DefaultGroups            = raftgroup.DefaultGroups
 	DefaultMaxBatch          = 4096
 	DefaultMaxInflight       = 2
 	DefaultMaxPending        = 100_000
@@ -137,25 +135,11 @@ const (
 
 // LoopbackRaftTimings suit nodes on one machine (tests, a local cluster):
 // elections in tens of milliseconds, no snapshots unless asked for.
-var LoopbackRaftTimings = RaftTimings{
-	HeartbeatTimeout:   50 * time.Millisecond,
-	ElectionTimeout:    50 * time.Millisecond,
-	LeaderLeaseTimeout: 50 * time.Millisecond,
-	CommitTimeout:      5 * time.Millisecond,
-	SnapshotInterval:   time.Hour,
-	SnapshotThreshold:  1 << 20,
-}
+var LoopbackRaftTimings = raftgroup.LoopbackTimings
 
 // DefaultRaftTimings suit a LAN: a crashed leader is replaced in about a
 // second.
-var DefaultRaftTimings = RaftTimings{
-	HeartbeatTimeout:   500 * time.Millisecond,
-	ElectionTimeout:    500 * time.Millisecond,
-	LeaderLeaseTimeout: 250 * time.Millisecond,
-	CommitTimeout:      250 * time.Millisecond,
-	SnapshotInterval:   30 * time.Second,
-	SnapshotThreshold:  8192,
-}
+var DefaultRaftTimings = raftgroup.DefaultTimings
 
 func (o Options) withDefaults() (Options, error) {
 	if o.NodeID == "" {

@@ -45,7 +45,7 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 	t.Run("applied, answer lost", func(t *testing.T) {
 		g := n.groupFor("a")
 		reqs := n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 2}, {Client: "a", Cost: 1}})
-		first, err := g.batch.submit(ctx(t), reqs) // applied; its answer never reaches the caller
+		first, err := g.Batch.Submit(ctx(t), reqs) // applied; its answer never reaches the caller
 		require.NoError(t, err)
 		r := &resolver{ctx: ctx(t), reqs: reqs}
 		require.ErrorIs(t, r.check(lost), errNotLeader, "an unknown outcome is retried")

@@ -10,130 +10,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
 )
 
-// Gossip finds nodes; it does not vouch for them. Even encrypted, gossip
-// can carry what any holder of the gossip key says, about itself and (for
-// a moment, until the node refutes it) about others: a member that does
-// not exist, a real node's id with another address, a "leaving" flag a
-// real node never set. So, with cluster TLS, placement acts only on what a
-// member proved over the raft port's mutual TLS:
-//
-//   - A member is a candidate replica (and leader) only once this node has
-//     dialled the raft address gossip gives for it and the certificate that
-//     answered, signed by the cluster CA, names the member's node id
-//     (peertls.Names). Until then placement sees it as neither alive nor
-//     dead: it is never added as a voter, never counted for a majority, and
-//     never removed for it.
-//   - A member's "leaving" flag counts only once the member itself, asked
-//     over that authenticated stream (/internal/whoami), says it is
-//     leaving. A departure gossip announces without that confirmation
-//     counts as a crash: the voter is removed after DeadAfter, not at once.
-//
-// A proof binds a node id to a raft address and is kept while gossip gives
-// that address. What is left to trust is the certificate: any node holding
-// one signed by the cluster CA can speak raft and the internal RPC, and
-// can be placed under the id its certificate names.
+// proofTimeout bounds one proof: dial, handshake, question and answer.
+const proofTimeout = 2 * time.Second
 
-const (
-	// proofRetry spaces failed proofs of one member.
-	proofRetry = 2 * time.Second
-	// proofTimeout bounds one proof: dial, handshake, question and answer.
-	proofTimeout = 2 * time.Second
-)
-
-// peerProofs records what members proved. Its methods are safe for
-// concurrent use; a nil *peerProofs (a node without cluster TLS) trusts
-// gossip, as quorate did before TLS.
-type peerProofs struct {
-	mu      sync.Mutex
-	proven  map[string]string    // node id -> raft address its certificate answered at
-	leaving map[string]bool      // node id -> said itself that it is leaving
-	failed  map[string]time.Time // node id -> when its last proof failed
-	proved  map[string]time.Time // node id -> when its last proof succeeded
-}
-
-func newPeerProofs() *peerProofs {
-	return &peerProofs{proven: map[string]string{}, leaving: map[string]bool{}, failed: map[string]time.Time{}, proved: map[string]time.Time{}}
-}
-
-// trusts reports whether member id proved itself at raft address addr.
-func (p *peerProofs) trusts(id, addr string) bool {
-	if p == nil {
-		return true
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return addr != "" && p.proven[id] == addr
-}
-
-// needsProof reports whether member mb should be (re)proved now: it is
-// alive and not proven at its address, or it says it is leaving and has
-// not confirmed it. A member that says it is not leaving loses an earlier
-// confirmation, so a later forged flag is asked about again.
-func (p *peerProofs) needsProof(mb member, now time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	id := mb.meta.ID
-	if !mb.meta.Leaving {
-		delete(p.leaving, id)
-	}
-	if mb.state != memberAlive || now.Sub(p.failed[id]) < proofRetry {
-		return false
-	}
-	return p.proven[id] != mb.meta.RaftAddr || (mb.meta.Leaving && !p.leaving[id])
-}
-
-// record stores the outcome of proving member id at addr.
-func (p *peerProofs) record(id, addr string, leaving bool, err error, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil {
-		p.failed[id] = now
-		return
-	}
-	delete(p.failed, id)
-	p.proved[id] = now
-	p.proven[id] = addr
-	p.leaving[id] = leaving
-}
-
-// last returns when member id's last proof failed and succeeded (zero:
-// never).
-func (p *peerProofs) last(id string) (failed, proved time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failed[id], p.proved[id]
-}
-
-// view returns the members as placement may see them: unproven members
-// in state "unproven", and a leaving flag (or a "left" state) only where
-// the member confirmed it.
-func (p *peerProofs) view(ms map[string]member) map[string]member {
-	if p == nil {
-		return ms
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, mb := range ms {
-		confirmed := mb.meta.Leaving && p.leaving[id]
-		mb.meta.Leaving = confirmed
-		switch {
-		case mb.state == memberAlive && (mb.meta.RaftAddr == "" || p.proven[id] != mb.meta.RaftAddr):
-			mb.state = memberUnproven
-		case mb.state == memberLeft && !confirmed:
-			mb.state = memberDead // removed after DeadAfter, like a crash
-		}
-		ms[id] = mb
-	}
-	return ms
-}
-
-// trustedMembers is the membership placement acts on (see peerProofs).
-func (n *Node) trustedMembers() map[string]member {
-	return n.proofs.view(n.members.snapshot())
+// trustedMembers is the membership placement acts on (see
+// membership.Proofs, which also says why).
+func (n *Node) trustedMembers() map[string]membership.Member {
+	return n.proofs.Trusted(n.members.Snapshot())
 }
 
 // provePeers proves, in parallel, every member that needs it. It runs on
@@ -144,8 +33,8 @@ func (n *Node) provePeers() {
 	}
 	now := time.Now()
 	var wg sync.WaitGroup
-	for id, mb := range n.members.snapshot() {
-		if !n.proofs.needsProof(mb, now) {
+	for id, mb := range n.members.Snapshot() {
+		if !n.proofs.NeedsProof(mb, now) {
 			continue
 		}
 		wg.Add(1)
@@ -153,13 +42,13 @@ func (n *Node) provePeers() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), proofTimeout)
 			defer cancel()
-			leaving, err := n.prove(ctx, id, mb.meta.RaftAddr)
-			n.proofs.record(id, mb.meta.RaftAddr, leaving, err, time.Now())
+			leaving, err := n.prove(ctx, id, mb.Meta.RaftAddr)
+			n.proofs.Record(id, mb.Meta.RaftAddr, leaving, err, time.Now())
 			if err != nil {
-				n.logger.Warn("gossip member failed to prove its identity; it is not placed", "member", id, "raft", mb.meta.RaftAddr, "err", err)
+				n.logger.Warn("gossip member failed to prove its identity; it is not placed", "member", id, "raft", mb.Meta.RaftAddr, "err", err)
 				return
 			}
-			n.logger.Debug("gossip member proved its identity", "member", id, "raft", mb.meta.RaftAddr, "leaving", leaving)
+			n.logger.Debug("gossip member proved its identity", "member", id, "raft", mb.Meta.RaftAddr, "leaving", leaving)
 			kick(n.placementCh)
 		}()
 	}
@@ -211,7 +100,7 @@ func (n *Node) prove(ctx context.Context, id, addr string) (leaving bool, err er
 		return false, fmt.Errorf("whoami: %w", err)
 	}
 	defer resp.Body.Close()
-	var out rpcResp[whoami]
+	var out peerrpc.Resp[whoami]
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("whoami: HTTP %d", resp.StatusCode)
 	}
@@ -219,7 +108,7 @@ func (n *Node) prove(ctx context.Context, id, addr string) (leaving bool, err er
 		return false, fmt.Errorf("whoami: %w", err)
 	}
 	if out.Error != nil {
-		return false, out.Error.err()
+		return false, out.Error.Err()
 	}
 	if out.Value.ID != id {
 		return false, fmt.Errorf("whoami: %s says it is %q, gossip says %q", addr, out.Value.ID, id)

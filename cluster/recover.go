@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -54,14 +55,14 @@ func Recover(dataDir string, voters []Voter, logger *slog.Logger) ([]RecoveredGr
 	if err != nil {
 		return nil, err
 	}
-	stores, err := openLogStores(dataDir, cf.LogStore, logger)
+	stores, err := raftgroup.OpenLogStores(dataDir, cf.LogStore, logger)
 	if err != nil {
 		return nil, err
 	}
-	defer stores.close()
+	defer stores.Close()
 	var out []RecoveredGroup
 	for i := -1; i < cf.Groups; i++ {
-		id, dir := metaGroupID, metaGroupID
+		id, dir := raftgroup.MetaGroupID, raftgroup.MetaGroupID
 		if i >= 0 {
 			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
 		}
@@ -91,14 +92,14 @@ func recoveryConfiguration(self string, voters []Voter) (raft.Configuration, err
 	return conf, nil
 }
 
-func recoverGroup(stores *logStores, id, dir, nodeID string, conf raft.Configuration, logger *slog.Logger) (RecoveredGroup, error) {
+func recoverGroup(stores *raftgroup.LogStores, id, dir, nodeID string, conf raft.Configuration, logger *slog.Logger) (RecoveredGroup, error) {
 	rg := RecoveredGroup{ID: id}
-	store, err := stores.open(id, dir)
+	store, err := stores.Open(id, dir)
 	if err != nil {
 		return rg, err
 	}
 	defer store.Close()
-	hl := newHCLogger(logger, "raft", slog.LevelWarn)
+	hl := raftgroup.NewHCLogger(logger, "raft", slog.LevelWarn)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return rg, err
@@ -132,14 +133,14 @@ func recoverGroup(stores *logStores, id, dir, nodeID string, conf raft.Configura
 
 // readClusterFile reads a data dir's quorate.json without creating it, and
 // checks it as a starting node would.
-func readClusterFile(dataDir string) (clusterFile, error) {
+func readClusterFile(dataDir string) (raftgroup.ClusterFile, error) {
 	data, err := os.ReadFile(filepath.Join(dataDir, "quorate.json"))
 	if err != nil {
-		return clusterFile{}, fmt.Errorf("cluster: %s is not a node's data dir: %w", dataDir, err)
+		return raftgroup.ClusterFile{}, fmt.Errorf("cluster: %s is not a node's data dir: %w", dataDir, err)
 	}
-	var cf clusterFile
+	var cf raftgroup.ClusterFile
 	if err := json.Unmarshal(data, &cf); err != nil {
-		return clusterFile{}, fmt.Errorf("cluster: %s/quorate.json: %w", dataDir, err)
+		return raftgroup.ClusterFile{}, fmt.Errorf("cluster: %s/quorate.json: %w", dataDir, err)
 	}
-	return checkClusterFile(Options{DataDir: dataDir, NodeID: cf.NodeID})
+	return raftgroup.CheckClusterFile(dataDir, cf.NodeID, 0, "")
 }

@@ -29,7 +29,7 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	// n3's replicas hold every decision before the majority is lost.
 	require.Eventually(t, func() bool {
 		for i, c := range clients {
-			v := tc.nodes[2].groupFor(c).fsm.View(c, 0)
+			v := tc.nodes[2].groupFor(c).FSM.View(c, 0)
 			if !v.Known || v.Decision.RemainingTokens() != int64(50-(i+1)) {
 				return false
 			}

@@ -5,28 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // errNotLeader means the request reached a node that does not serve the
-// group: nothing was appended, so it is safe to retry at the leader.
-var errNotLeader = fmt.Errorf("%w: not the leader", ErrUnavailable)
+// group: nothing was appended, so it is safe to retry at the leader (see
+// errs.ErrNotLeader).
+var errNotLeader = errs.ErrNotLeader
 
 // leaderOf returns where group g is served: self, or the raft address of
 // another node ("" if no leader is known). Raft's own view wins; a node
 // that is not a voter of g learns the leader from gossip.
-func (n *Node) leaderOf(g *group) (self bool, addr string) {
-	if g.serving.Load() {
+func (n *Node) leaderOf(g *raftgroup.Group) (self bool, addr string) {
+	if g.Serving() {
 		return true, ""
 	}
-	if a, id := g.raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
+	if a, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
 		return false, string(a)
 	}
 	if n.members == nil {
 		return false, ""
 	}
-	for _, mb := range n.members.snapshot() {
-		if mb.state == memberAlive && g.index < len(mb.leads) && mb.leads[g.index] && n.proofs.trusts(mb.meta.ID, mb.meta.RaftAddr) {
-			return false, mb.meta.RaftAddr
+	for _, mb := range n.members.Snapshot() {
+		if mb.State == membership.Alive && g.Index < len(mb.Leads) && mb.Leads[g.Index] && n.proofs.Trusts(mb.Meta.ID, mb.Meta.RaftAddr) {
+			return false, mb.Meta.RaftAddr
 		}
 	}
 	return false, ""
@@ -35,7 +40,7 @@ func (n *Node) leaderOf(g *group) (self bool, addr string) {
 // atLeader runs local if this node serves g, or remote with the leader's
 // address otherwise, retrying while the answer is errNotLeader (nothing was
 // appended) until ctx is done. With no leader known it waits for one.
-func (n *Node) atLeader(ctx context.Context, g *group, local func() error, remote func(addr string) error) error {
+func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() error, remote func(addr string) error) error {
 	backoff := 5 * time.Millisecond
 	for {
 		self, addr := n.leaderOf(g)
@@ -46,17 +51,17 @@ func (n *Node) atLeader(ctx context.Context, g *group, local func() error, remot
 		case addr != "":
 			err = remote(addr)
 		default:
-			err = fmt.Errorf("%w: group %s has no leader", errNotLeader, g.id)
+			err = fmt.Errorf("%w: group %s has no leader", errNotLeader, g.ID)
 		}
 		if err == nil || !errors.Is(err, errNotLeader) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: group %s: %w (last: %v)", ErrUnavailable, g.id, ctx.Err(), err)
+			return fmt.Errorf("%w: group %s: %w (last: %v)", ErrUnavailable, g.ID, ctx.Err(), err)
 		case <-n.stop:
 			return ErrShuttingDown
-		case <-g.leadershipChanged():
+		case <-g.LeadershipChanged():
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 100*time.Millisecond)
 		}
@@ -87,19 +92,19 @@ func (n *Node) Routes() Routes {
 		// Only members that proved their node id: a forged gossip member
 		// must not be able to point callers at an address of its choosing.
 		for _, m := range n.trustedMembers() {
-			if m.state == memberAlive {
-				httpOf[m.meta.RaftAddr] = m.meta.HTTPAddr
+			if m.State == membership.Alive {
+				httpOf[m.Meta.RaftAddr] = m.Meta.HTTPAddr
 			}
 		}
 	}
 	for _, g := range n.groups {
-		rt.Version += g.raft.CurrentTerm()
+		rt.Version += g.Raft.CurrentTerm()
 		self, addr := n.leaderOf(g)
 		switch {
 		case self && n.opts.HTTPAddr != "":
-			rt.Leaders[g.index] = n.opts.HTTPAddr
+			rt.Leaders[g.Index] = n.opts.HTTPAddr
 		case httpOf[addr] != "":
-			rt.Leaders[g.index] = httpOf[addr]
+			rt.Leaders[g.Index] = httpOf[addr]
 		}
 	}
 	return rt

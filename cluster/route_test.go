@@ -19,8 +19,8 @@ func TestRoutesNameEachGroupsLeader(t *testing.T) {
 				continue
 			}
 			for _, g := range n.groups {
-				if g.serving.Load() {
-					out[g.index] = tc.httpAddr(i)
+				if g.Serving() {
+					out[g.Index] = tc.httpAddr(i)
 				}
 			}
 		}

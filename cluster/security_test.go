@@ -17,6 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -82,9 +85,9 @@ func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 	l := attacker(t, mt, raftLayer)
 	rn := raftnet.New(l, raft.ServerAddress(l.Addr().String()), raftnet.Options{Timeout: 2 * time.Second})
 	defer rn.Close()
-	trans, err := rn.Transport(metaGroupID)
+	trans, err := rn.Transport(raftgroup.MetaGroupID)
 	require.NoError(t, err)
-	term := target.meta.raft.CurrentTerm()
+	term := target.meta.Raft.CurrentTerm()
 	var resp raft.RequestVoteResponse
 	return trans.RequestVote(raft.ServerID(target.opts.NodeID), raft.ServerAddress(target.RaftAddr()), &raft.RequestVoteRequest{
 		RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(target.opts.NodeID), Addr: []byte(l.Addr().String())},
@@ -102,14 +105,14 @@ func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 	t.Run("without cluster TLS the forged vote deposes the leader", func(t *testing.T) {
 		n := startNode(t, t.TempDir(), NewManualClock())
-		term := n.meta.raft.CurrentTerm()
+		term := n.meta.Raft.CurrentTerm()
 		require.NoError(t, forgeRequestVote(t, nil, n))
-		assert.GreaterOrEqual(t, n.meta.raft.CurrentTerm(), term+10, "the forged term was taken")
+		assert.GreaterOrEqual(t, n.meta.Raft.CurrentTerm(), term+10, "the forged term was taken")
 	})
 
 	ca := newCA(t)
 	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.TLS = nodeTLS(t, ca, "n1") })
-	term := n.meta.raft.CurrentTerm()
+	term := n.meta.Raft.CurrentTerm()
 	other := nodeTLS(t, newCA(t), "n1") // a valid-looking certificate of another CA
 	for name, mt := range map[string]*raftmux.TLS{
 		"plain TCP":                 nil,
@@ -118,12 +121,12 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			refused := n.mux.Stats().Refused[raftmux.ReasonTLS]
 			assert.Error(t, forgeRequestVote(t, mt, n), "forged RequestVote")
-			assert.Equal(t, term, n.meta.raft.CurrentTerm(), "the leader kept its term")
-			assert.True(t, n.meta.serving.Load(), "and its leadership")
+			assert.Equal(t, term, n.meta.Raft.CurrentTerm(), "the leader kept its term")
+			assert.True(t, n.meta.Serving(), "and its leadership")
 
-			rpc := attacker(t, mt, rpcLayer)
+			rpc := attacker(t, mt, peerrpc.LayerName)
 			hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
-			_, err := callResult[struct{}](ctx(t), &rpcClient{hc: hc}, n.RaftAddr(), "/internal/set-tier", rpcClientReq{Client: "alice", Tier: "free"})
+			_, err := peerrpc.Call[struct{}](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: "alice", Tier: "free"})
 			assert.Error(t, err, "forged internal RPC")
 			assert.Eventually(t, func() bool { return n.mux.Stats().Refused[raftmux.ReasonTLS] >= refused+2 },
 				5*time.Second, time.Millisecond, "both refusals counted")
@@ -135,9 +138,9 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 
 	// A holder of a certificate of this CA is a peer: its RPC is served.
 	peer := nodeTLS(t, ca, "n2")
-	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, rpcLayer)
+	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, peerrpc.LayerName)
 	hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
-	_, err = callResult[[]GroupStatus](ctx(t), &rpcClient{hc: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
+	_, err = peerrpc.Call[[]GroupStatus](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
 	assert.NoError(t, err)
 }
 
@@ -153,13 +156,13 @@ func withoutServerCheck(c *tls.Config) *tls.Config {
 // fakeMember joins the cluster's gossip as node id, advertising raftAddr,
 // with keys (none: plaintext). It is a real memberlist node that never
 // runs raft.
-func fakeMember(t *testing.T, tc *testCluster, id, raftAddr string, keys [][]byte) (*membership, error) {
+func fakeMember(t *testing.T, tc *testCluster, id, raftAddr string, keys [][]byte) (*membership.Gossip, error) {
 	t.Helper()
-	m, err := newMembership(membershipConfig{nodeID: id, raftAddr: raftAddr, httpAddr: "127.0.0.36:1",
-		gossipAddr: "127.0.0.36:0", groups: tc.groups, keys: keys, logger: slog.New(slog.DiscardHandler)})
+	m, err := membership.New(membership.Config{NodeID: id, RaftAddr: raftAddr, HTTPAddr: "127.0.0.36:1",
+		GossipAddr: "127.0.0.36:0", Groups: tc.groups, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.shutdown() })
-	return m, m.join(tc.gossip[:1])
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m, m.Join(tc.gossip[:1])
 }
 
 // placementRounds waits until every live node has run two more placement
@@ -187,8 +190,8 @@ func (tc *testCluster) requireVoters(want ...string) {
 	slices.Sort(want)
 	for _, n := range tc.live() {
 		for _, g := range n.allGroups() {
-			if g.serving.Load() {
-				assert.Equal(tc.t, want, voterIDs(g.raft.GetConfiguration().Configuration()), "group %s led by %s", g.id, n.opts.NodeID)
+			if g.Serving() {
+				assert.Equal(tc.t, want, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
 			}
 		}
 	}
@@ -207,7 +210,7 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 
 	// n8 ranks first for group 1 among these nodes, so placement, trusting
 	// gossip, would add it there at once.
-	require.Equal(t, "n8", rendezvous("1", []string{"n1", "n2", "n3", "n7", "n8"})[0])
+	require.Equal(t, "n8", membership.Rendezvous("1", []string{"n1", "n2", "n3", "n7", "n8"})[0])
 	_, err = fakeMember(t, tc, "n8", fakeRaftPort(t), tc.gossipKeys)
 	require.NoError(t, err, "the key lets it gossip")
 	_, err = fakeMember(t, tc, "n7", tc.raft[1], tc.gossipKeys) // n2's raft address
@@ -215,12 +218,12 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 	for _, n := range tc.live() {
 		for _, id := range []string{"n8", "n7"} {
 			require.Eventually(t, func() bool {
-				failed, _ := n.proofs.last(id)
+				failed, _ := n.proofs.Last(id)
 				return !failed.IsZero()
 			}, 10*time.Second, 5*time.Millisecond, "%s never tried to prove %s", n.opts.NodeID, id)
-			assert.Equal(t, memberAlive, n.members.snapshot()[id].state, "gossip believes %s", id)
+			assert.Equal(t, membership.Alive, n.members.Snapshot()[id].State, "gossip believes %s", id)
 		}
-		assert.NotContains(t, n.members.snapshot(), "n9")
+		assert.NotContains(t, n.members.Snapshot(), "n9")
 	}
 	tc.placementRounds()
 	tc.requireVoters("n1", "n2", "n3")
@@ -239,7 +242,7 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 		require.NoError(t, err)
 		for _, ns := range st.Nodes {
 			if ns.ID == "n7" || ns.ID == "n8" {
-				assert.Equal(t, string(memberUnproven), ns.State, "%s's status of %s", n.opts.NodeID, ns.ID)
+				assert.Equal(t, string(membership.Unproven), ns.State, "%s's status of %s", n.opts.NodeID, ns.ID)
 			}
 		}
 		rt := n.Routes()
@@ -276,15 +279,15 @@ func fakeRaftPort(t *testing.T) string {
 func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	tc := newSecureTestCluster(t, 3)
 	victim := tc.nodes[2]
-	forged, err := json.Marshal(nodeMeta{ID: "n3", RaftAddr: victim.RaftAddr(), Groups: tc.groups, Leaving: true})
+	forged, err := json.Marshal(membership.Meta{ID: "n3", RaftAddr: victim.RaftAddr(), Groups: tc.groups, Leaving: true})
 	require.NoError(t, err)
 	forgedAt := time.Now()
 	for _, n := range tc.nodes[:2] {
-		n.members.update(&memberlist.Node{Name: "n3", Meta: forged}, memberAlive) // what memberlist would deliver
+		n.members.NotifyUpdate(&memberlist.Node{Name: "n3", Meta: forged}) // what memberlist would deliver
 	}
 	for _, n := range tc.nodes[:2] {
 		require.Eventually(t, func() bool {
-			_, proved := n.proofs.last("n3")
+			_, proved := n.proofs.Last("n3")
 			return proved.After(forgedAt)
 		}, 10*time.Second, 5*time.Millisecond, "%s never asked n3", n.opts.NodeID)
 	}
@@ -299,7 +302,7 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, n := range tc.live() {
 			for _, g := range n.allGroups() {
-				if g.serving.Load() && slices.Contains(voterIDs(g.raft.GetConfiguration().Configuration()), "n3") {
+				if g.Serving() && slices.Contains(voterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
 					return false
 				}
 			}

@@ -11,6 +11,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -111,7 +114,7 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 	out := make([]fsm.Decision, len(reqs))
 	for i, r := range reqs {
 		g := n.groupFor(r.Client)
-		res := g.fsm.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: n.opts.Clock.Now().UnixNano(), Requests: []fsm.AllowRequest{r}}))
+		res := g.FSM.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: n.opts.Clock.Now().UnixNano(), Requests: []fsm.AllowRequest{r}}))
 		out[i] = res.(*fsm.AllowResult).Decisions[0]
 	}
 	return out
@@ -120,18 +123,18 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 // allowGroup decides reqs, all of group g, at g's leader. Each request gets
 // an origin, so that when its outcome is lost in a failover the node learns
 // it by retrying instead of answering "unknown" (see resolver).
-func (n *Node) allowGroup(ctx context.Context, g *group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+func (n *Node) allowGroup(ctx context.Context, g *raftgroup.Group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	return n.decide(ctx, g, &resolver{ctx: ctx, reqs: n.withOrigins(reqs)})
 }
 
 // decide proposes r's requests at g's leader until they are decided or r
 // gives up.
-func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decision, error) {
+func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
 	err := n.atLeader(ctx, g,
-		func() (err error) { ds, err = g.batch.submit(ctx, r.reqs); return r.check(err) },
+		func() (err error) { ds, err = g.Batch.Submit(ctx, r.reqs); return r.check(err) },
 		func(addr string) (err error) {
-			ds, err = n.forwarderFor(addr).submit(ctx, rpcAllowItem{Group: g.index, Requests: r.reqs})
+			ds, err = n.forwarderFor(addr).submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.reqs})
 			return r.check(err)
 		})
 	return r.finish(ds, err)
@@ -143,7 +146,7 @@ func (n *Node) decide(ctx context.Context, g *group, r *resolver) ([]fsm.Decisio
 // budget of them (Options.MaxClients). g is the requests' group, or nil to
 // look each client's up. Entries in flight are not counted, so the budget
 // may be passed by what they create.
-func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
+func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
 	if err := n.diskErr(); err != nil {
 		return err
 	}
@@ -157,7 +160,7 @@ func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
 	}
 	total := 0
 	for _, gg := range n.groups {
-		total += gg.fsm.Buckets()
+		total += gg.FSM.Buckets()
 	}
 	if total < n.opts.MaxClients {
 		return nil
@@ -167,7 +170,7 @@ func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
 		if rg == nil {
 			rg = n.groupFor(r.Client)
 		}
-		if !rg.fsm.Known(r.Client) {
+		if !rg.FSM.Known(r.Client) {
 			return fmt.Errorf("%w: this node holds %d of at most %d, and %q is new", ErrTooManyClients, total, n.opts.MaxClients, r.Client)
 		}
 	}
@@ -177,7 +180,7 @@ func (n *Node) admit(g *group, reqs []fsm.AllowRequest) error {
 // checkItem refuses a forwarded item that names no group of this cluster or
 // carries a request for a client of another group: a peer's request is
 // checked like a caller's before anything is proposed.
-func (n *Node) checkItem(it rpcAllowItem) error {
+func (n *Node) checkItem(it peerrpc.AllowItem) error {
 	if it.Group < 0 || it.Group >= len(n.groups) {
 		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
 	}
@@ -190,12 +193,12 @@ func (n *Node) checkItem(it rpcAllowItem) error {
 }
 
 // allowLocalItems decides forwarded requests in groups this node serves.
-func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAllowResp {
-	resp := rpcAllowResp{Items: make([]rpcAllowResult, len(items))}
+func (n *Node) allowLocalItems(ctx context.Context, items []peerrpc.AllowItem) peerrpc.AllowResp {
+	resp := peerrpc.AllowResp{Items: make([]peerrpc.AllowResult, len(items))}
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if err := n.checkItem(it); err != nil {
-			resp.Items[i].Error = toRPCError(err)
+			resp.Items[i].Error = peerrpc.ToError(err)
 			continue
 		}
 		wg.Add(1)
@@ -207,9 +210,9 @@ func (n *Node) allowLocalItems(ctx context.Context, items []rpcAllowItem) rpcAll
 				ctx, cancel = context.WithDeadline(ctx, time.Unix(0, it.Deadline))
 				defer cancel()
 			}
-			ds, err := n.groups[it.Group].batch.submit(ctx, it.Requests)
+			ds, err := n.groups[it.Group].Batch.Submit(ctx, it.Requests)
 			if err != nil {
-				resp.Items[i].Error = toRPCError(err)
+				resp.Items[i].Error = peerrpc.ToError(err)
 				return
 			}
 			resp.Items[i].Decisions = ds
@@ -227,18 +230,18 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 	err := n.atLeader(ctx, g,
 		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
 		func(addr string) (err error) {
-			w, err := callResult[wireClientView](ctx, n.rpc, addr, "/internal/client", rpcClientReq{Client: client})
-			v = w.view()
+			w, err := peerrpc.Call[peerrpc.WireClientView](ctx, n.rpc, addr, "/internal/client", peerrpc.ClientReq{Client: client})
+			v = w.View()
 			return readErr(err)
 		})
 	return v, err
 }
 
-func (n *Node) clientLocal(ctx context.Context, g *group, client string) (fsm.ClientView, error) {
-	if err := g.verifyRead(ctx); err != nil {
+func (n *Node) clientLocal(ctx context.Context, g *raftgroup.Group, client string) (fsm.ClientView, error) {
+	if err := g.VerifyRead(ctx); err != nil {
 		return fsm.ClientView{}, err
 	}
-	return g.fsm.View(client, n.opts.Clock.Now().UnixNano()), nil
+	return g.FSM.View(client, n.opts.Clock.Now().UnixNano()), nil
 }
 
 // readErr lets atLeader retry a read whose answer was lost: a read changes
@@ -261,9 +264,9 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 	}
 	g := n.groupFor(client)
 	return n.atLeader(ctx, g,
-		func() error { _, err := g.applyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
+		func() error { _, err := g.ApplyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
 		func(addr string) error {
-			_, err := callResult[struct{}](ctx, n.rpc, addr, "/internal/set-tier", rpcClientReq{Client: client, Tier: tier})
+			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier})
 			return err
 		})
 }
@@ -279,7 +282,7 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange,
 	err := n.atLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
 		func(addr string) (err error) {
-			cc, err = callResult[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", toWireConfigOp(op))
+			cc, err = peerrpc.Call[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", peerrpc.ToWireConfigOp(op))
 			return err
 		})
 	return cc, err
@@ -290,12 +293,12 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 	if err := validateOp(op); err != nil { // a peer's op is checked like a caller's
 		return ConfigChange{}, err
 	}
-	if cfg := n.meta.fsm.Config(); op.Kind == fsm.OpSetTier && len(cfg.Tiers) >= bucket.MaxTiers {
+	if cfg := n.meta.FSM.Config(); op.Kind == fsm.OpSetTier && len(cfg.Tiers) >= bucket.MaxTiers {
 		if _, exists := cfg.Tiers[op.Tier]; !exists {
 			return ConfigChange{}, fmt.Errorf("%w: %d tiers defined, at most %d", bucket.ErrTooManyTiers, len(cfg.Tiers), bucket.MaxTiers)
 		}
 	}
-	res, err := n.meta.applyLocal(ctx, op)
+	res, err := n.meta.ApplyLocal(ctx, op)
 	if err != nil {
 		return ConfigChange{}, err
 	}
@@ -317,14 +320,14 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigCh
 func (n *Node) pushConfig() {
 	n.triggerReconcile() // this node leads the meta group: its replica is current
 	for _, m := range n.trustedMembers() {
-		if m.state != memberAlive { // unproven members get no hints
+		if m.State != membership.Alive { // unproven members get no hints
 			continue
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if _, err := callResult[struct{}](ctx, n.rpc, m.meta.RaftAddr, "/internal/install-config", struct{}{}); err != nil {
-				n.logger.Debug("config push failed", "to", m.meta.ID, "err", err)
+			if _, err := peerrpc.Call[struct{}](ctx, n.rpc, m.Meta.RaftAddr, "/internal/install-config", struct{}{}); err != nil {
+				n.logger.Debug("config push failed", "to", m.Meta.ID, "err", err)
 			}
 		}()
 	}
@@ -361,17 +364,17 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 	for {
 		remote := map[string]bool{} // leader addresses to ask
 		for _, g := range n.groups {
-			if done[g.id] {
+			if done[g.ID] {
 				continue
 			}
 			if self, addr := n.leaderOf(g); self {
-				done[g.id] = g.fsm.Config().Version >= version
+				done[g.ID] = g.FSM.Config().Version >= version
 			} else if addr != "" {
 				remote[addr] = true
 			}
 		}
 		for addr := range remote {
-			sts, err := callResult[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
+			sts, err := peerrpc.Call[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
 			if err != nil {
 				continue
 			}
@@ -383,10 +386,10 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 		}
 		cc := ConfigChange{Version: version}
 		for _, g := range n.groups {
-			if done[g.id] {
-				cc.Applied = append(cc.Applied, g.id)
+			if done[g.ID] {
+				cc.Applied = append(cc.Applied, g.ID)
 			} else {
-				cc.Lagging = append(cc.Lagging, g.id)
+				cc.Lagging = append(cc.Lagging, g.ID)
 			}
 		}
 		if len(cc.Lagging) == 0 {
@@ -406,15 +409,15 @@ func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 	var c bucket.Config
 	err := n.atLeader(ctx, n.meta,
 		func() error {
-			if err := n.meta.verifyRead(ctx); err != nil {
+			if err := n.meta.VerifyRead(ctx); err != nil {
 				return err
 			}
-			c = n.meta.fsm.Config()
+			c = n.meta.FSM.Config()
 			return nil
 		},
 		func(addr string) (err error) {
-			w, err := callResult[wireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
-			c = w.config()
+			w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
+			c = w.Config()
 			return readErr(err)
 		})
 	return c, err
@@ -432,10 +435,10 @@ func (n *Node) Ready(ctx context.Context) error {
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)
 		if !self && addr == "" {
-			return fmt.Errorf("%w: group %s has no leader", ErrUnavailable, g.id)
+			return fmt.Errorf("%w: group %s has no leader", ErrUnavailable, g.ID)
 		}
-		if self && g.fsm.ConfigVersion() == 0 {
-			return fmt.Errorf("%w: group %s has no configuration yet", ErrUnavailable, g.id)
+		if self && g.FSM.ConfigVersion() == 0 {
+			return fmt.Errorf("%w: group %s has no configuration yet", ErrUnavailable, g.ID)
 		}
 	}
 	return nil
@@ -445,15 +448,15 @@ func (n *Node) Ready(ctx context.Context) error {
 // every group as this node's replica sees it.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(memberAlive)}}
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive)}}
 	ms := n.trustedMembers() // unproven members show as such
-	for _, id := range sortedIDs(ms, "") {
+	for _, id := range membership.SortedIDs(ms, "") {
 		m := ms[id]
-		state := string(m.state)
-		if m.meta.Leaving && m.state == memberAlive {
-			state = "leaving"
+		state := string(m.State)
+		if m.Meta.Leaving && m.State == membership.Alive {
+			state = string(membership.Leaving)
 		}
-		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.meta.RaftAddr, HTTPAddr: m.meta.HTTPAddr, State: state})
+		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state})
 	}
 	st.Groups = n.localGroupStatus()
 	for i, g := range n.allGroups() {
@@ -469,7 +472,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 // nodeAt returns the id of the member whose raft address is addr.
 func (n *Node) nodeAt(addr string) string {
 	for id, m := range n.trustedMembers() {
-		if m.meta.RaftAddr == addr {
+		if m.Meta.RaftAddr == addr {
 			return id
 		}
 	}
@@ -479,27 +482,28 @@ func (n *Node) nodeAt(addr string) string {
 func (n *Node) localGroupStatus() []GroupStatus {
 	var out []GroupStatus
 	for _, g := range n.allGroups() {
-		out = append(out, g.status())
+		out = append(out, groupStatus(g))
 	}
 	return out
 }
 
-func (g *group) status() GroupStatus {
-	_, leader := g.raft.LeaderWithID()
+// groupStatus is g as this node's replica sees it.
+func groupStatus(g *raftgroup.Group) GroupStatus {
+	_, leader := g.Raft.LeaderWithID()
 	gs := GroupStatus{
-		ID:            g.id,
-		State:         g.raft.State().String(),
+		ID:            g.ID,
+		State:         g.Raft.State().String(),
 		Leader:        string(leader),
-		AppliedIndex:  g.raft.AppliedIndex(),
-		CommitIndex:   g.raft.CommitIndex(),
-		ConfigVersion: g.fsm.Config().Version,
+		AppliedIndex:  g.Raft.AppliedIndex(),
+		CommitIndex:   g.Raft.CommitIndex(),
+		ConfigVersion: g.FSM.Config().Version,
 	}
-	stats := g.raft.Stats()
+	stats := g.Raft.Stats()
 	fmt.Sscan(stats["term"], &gs.Term)
-	if g.raft.State() != raft.Leader {
-		gs.LastContact = g.raft.LastContact()
+	if g.Raft.State() != raft.Leader {
+		gs.LastContact = g.Raft.LastContact()
 	}
-	if f := g.raft.GetConfiguration(); f.Error() == nil {
+	if f := g.Raft.GetConfiguration(); f.Error() == nil {
 		gs.Voters = voterIDs(f.Configuration())
 	}
 	slices.Sort(gs.Voters)

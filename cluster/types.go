@@ -1,38 +1,21 @@
 package cluster
 
 import (
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/quorate/quorate/cluster/errs"
 )
 
-// Errors returned by Node methods. The HTTP layer maps them to status codes.
+// Errors returned by Node methods, defined in package errs (where each is
+// documented) so that every layer below the Node answers with the same
+// values. The HTTP layer maps them to status codes.
 var (
-	// ErrUnavailable means the group could not decide before the deadline:
-	// it has no leader, or no quorum. Nothing was decided, unless the error
-	// is also ErrOutcomeUnknown.
-	ErrUnavailable = errors.New("group unavailable")
-	// ErrOutcomeUnknown means the request may or may not have taken effect:
-	// it was, or may have been, appended to a group's log, and its answer
-	// was lost (leadership lost, the node shut down, the connection to the
-	// leader broke, or the deadline passed while it was in flight). A retry
-	// with the same request id returns the original decision if there was
-	// one. It wraps ErrUnavailable.
-	ErrOutcomeUnknown = fmt.Errorf("%w: outcome unknown", ErrUnavailable)
-	// ErrOverloaded means the node has more work queued than it may take:
-	// it refused the request at once, and nothing was decided.
-	ErrOverloaded = errors.New("node overloaded")
-	// ErrTooManyClients means deciding the request would create state for
-	// a client the node does not know while it holds its budget of clients
-	// (Options.MaxClients): nothing was decided; clients it knows are still
-	// served.
-	ErrTooManyClients = errors.New("too many clients")
-	// ErrDiskFull means the node's data dir is nearly out of space (see
-	// Options.MinFreeDisk): it took no new decision; nothing was appended.
-	ErrDiskFull = errors.New("disk nearly full")
-	// ErrShuttingDown means the node is stopping and took no part of the
-	// request: nothing was appended.
-	ErrShuttingDown = errors.New("node shutting down")
+	ErrUnavailable    = errs.ErrUnavailable    // no leader or no quorum by the deadline; nothing decided
+	ErrOutcomeUnknown = errs.ErrOutcomeUnknown // may have been appended; retry with the same request id to learn
+	ErrOverloaded     = errs.ErrOverloaded     // refused at once, nothing decided
+	ErrTooManyClients = errs.ErrTooManyClients // a new client past Options.MaxClients, nothing decided
+	ErrDiskFull       = errs.ErrDiskFull       // below Options.MinFreeDisk, nothing appended
+	ErrShuttingDown   = errs.ErrShuttingDown   // the node is stopping, nothing appended
 )
 
 // Status is a node's view of the cluster, for GET /v1/cluster.
@@ -47,7 +30,7 @@ type NodeStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
-	State    string `json:"state"` // "alive", "leaving", "dead", "left" or "unproven" (memberState)
+	State    string `json:"state"` // "alive", "leaving", "dead", "left" or "unproven": a membership.State
 }
 
 // GroupStatus describes one raft group as this node sees it.

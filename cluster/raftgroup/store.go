@@ -1,4 +1,4 @@
-package cluster
+package raftgroup
 
 import (
 	"cmp"
@@ -12,7 +12,11 @@ import (
 	"github.com/quorate/quorate/raftlog"
 )
 
-// Log store layouts (Options.LogStore).
+// DefaultGroups is the number of data groups of a new data dir whose node
+// was not told another (cluster.Options.Groups).
+const DefaultGroups = 8
+
+// Log store layouts (cluster.Options.LogStore).
 const (
 	// LogStoreShared keeps every group's raft log in one pebble database per
 	// node, so groups share write-ahead-log fsyncs (the default).
@@ -23,17 +27,18 @@ const (
 	LogStoreBoltDB = "boltdb"
 )
 
-// logStores opens the raft log and stable store of each group in the layout
+// LogStores opens the raft log and stable store of each group in the layout
 // the data dir was created with.
-type logStores struct {
+type LogStores struct {
 	layout  string
 	dataDir string
 	shared  *raftlog.DB // LogStoreShared
 	bolt    raftlog.Bolt
 }
 
-func openLogStores(dataDir, layout string, logger *slog.Logger) (*logStores, error) {
-	s := &logStores{layout: layout, dataDir: dataDir}
+// OpenLogStores opens the stores of a data dir created with layout.
+func OpenLogStores(dataDir, layout string, logger *slog.Logger) (*LogStores, error) {
+	s := &LogStores{layout: layout, dataDir: dataDir}
 	if layout == LogStoreShared {
 		db, err := raftlog.OpenShared(filepath.Join(dataDir, "log"), raftlog.Options{Logger: logger})
 		if err != nil {
@@ -44,8 +49,8 @@ func openLogStores(dataDir, layout string, logger *slog.Logger) (*logStores, err
 	return s, nil
 }
 
-// open opens the store of group id, whose snapshots live in dir.
-func (s *logStores) open(id, dir string) (*raftlog.Store, error) {
+// Open opens the store of group id, whose snapshots live in dir.
+func (s *LogStores) Open(id, dir string) (*raftlog.Store, error) {
 	if s.shared != nil {
 		return s.shared.Group(id)
 	}
@@ -55,27 +60,27 @@ func (s *logStores) open(id, dir string) (*raftlog.Store, error) {
 	return s.bolt.Open(filepath.Join(dir, "raft.db"))
 }
 
-// syncs counts the log's durable commits since the node started: pebble
+// Syncs counts the log's durable commits since the node started: pebble
 // WAL fsyncs (each may carry many groups' entries), or bolt write
 // transactions.
-func (s *logStores) syncs() uint64 {
+func (s *LogStores) Syncs() uint64 {
 	if s.shared != nil {
 		return s.shared.Syncs()
 	}
 	return s.bolt.Syncs()
 }
 
-// close closes the shared database, if any, after the groups' stores.
-func (s *logStores) close() error {
+// Close closes the shared database, if any, after the groups' stores.
+func (s *LogStores) Close() error {
 	if s.shared != nil {
 		return s.shared.Close()
 	}
 	return nil
 }
 
-// hasState reports whether a group's store holds raft state: a log entry
+// HasState reports whether a group's store holds raft state: a log entry
 // or a term.
-func hasState(st *raftlog.Store) (bool, error) {
+func HasState(st *raftlog.Store) (bool, error) {
 	last, err := st.LastIndex()
 	if err != nil || last > 0 {
 		return last > 0, err
@@ -87,8 +92,8 @@ func hasState(st *raftlog.Store) (bool, error) {
 	return err == nil, err
 }
 
-// clusterFile records facts fixed when the node's data dir was created.
-type clusterFile struct {
+// ClusterFile records facts fixed when the node's data dir was created.
+type ClusterFile struct {
 	NodeID string `json:"node_id"`
 	Groups int    `json:"groups"`
 	// LogStore is the log layout; data dirs from before it was recorded
@@ -96,49 +101,50 @@ type clusterFile struct {
 	LogStore string `json:"log_store,omitempty"`
 }
 
-// checkClusterFile creates the data dir's quorate.json, or checks opts
-// against it, and returns the facts to run with: the group count and log
-// layout of opts, or where those are zero, the recorded ones (DefaultGroups
-// and LogStoreShared for a new data dir).
-func checkClusterFile(opts Options) (clusterFile, error) {
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return clusterFile{}, err
+// CheckClusterFile creates the data dir's quorate.json, or checks the
+// node's id, group count and log layout against it, and returns the facts
+// to run with: the group count and log layout given, or where those are
+// zero, the recorded ones (DefaultGroups and LogStoreShared for a new data
+// dir).
+func CheckClusterFile(dataDir, nodeID string, groups int, logStore string) (ClusterFile, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return ClusterFile{}, err
 	}
-	path := filepath.Join(opts.DataDir, "quorate.json")
+	path := filepath.Join(dataDir, "quorate.json")
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if state, err := anyLogState(opts.DataDir); err != nil || state {
+		if state, err := anyLogState(dataDir); err != nil || state {
 			if err == nil {
-				err = fmt.Errorf("cluster: data dir %s holds raft state but no quorate.json: restore the file rather than start over", opts.DataDir)
+				err = fmt.Errorf("cluster: data dir %s holds raft state but no quorate.json: restore the file rather than start over", dataDir)
 			}
-			return clusterFile{}, err
+			return ClusterFile{}, err
 		}
-		cf := clusterFile{NodeID: opts.NodeID, Groups: opts.Groups, LogStore: cmp.Or(opts.LogStore, LogStoreShared)}
+		cf := ClusterFile{NodeID: nodeID, Groups: groups, LogStore: cmp.Or(logStore, LogStoreShared)}
 		if cf.Groups == 0 {
 			cf.Groups = DefaultGroups
 		}
 		return cf, writeFileAtomic(path, cf)
 	}
 	if err != nil {
-		return clusterFile{}, err
+		return ClusterFile{}, err
 	}
-	var cf clusterFile
+	var cf ClusterFile
 	if err := json.Unmarshal(data, &cf); err != nil {
-		return clusterFile{}, fmt.Errorf("cluster: %s: %w", path, err)
+		return ClusterFile{}, fmt.Errorf("cluster: %s: %w", path, err)
 	}
 	recorded := cmp.Or(cf.LogStore, LogStoreBoltDB)
 	switch {
 	case cf.Groups < 1 || cf.Groups > 1024:
-		return clusterFile{}, fmt.Errorf("cluster: %s records %d groups, not 1..1024", path, cf.Groups)
-	case opts.Groups != 0 && cf.Groups != opts.Groups:
-		return clusterFile{}, fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", opts.DataDir, cf.Groups, opts.Groups)
-	case cf.NodeID != opts.NodeID:
-		return clusterFile{}, fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", opts.DataDir, cf.NodeID, opts.NodeID)
-	case opts.LogStore != "" && opts.LogStore != recorded:
-		return clusterFile{}, fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", opts.DataDir, recorded, opts.LogStore, recorded)
+		return ClusterFile{}, fmt.Errorf("cluster: %s records %d groups, not 1..1024", path, cf.Groups)
+	case groups != 0 && cf.Groups != groups:
+		return ClusterFile{}, fmt.Errorf("cluster: data dir %s was created with %d groups, not %d: the group count is fixed when a cluster is created", dataDir, cf.Groups, groups)
+	case cf.NodeID != nodeID:
+		return ClusterFile{}, fmt.Errorf("cluster: data dir %s belongs to node %q, not %q", dataDir, cf.NodeID, nodeID)
+	case logStore != "" && logStore != recorded:
+		return ClusterFile{}, fmt.Errorf("cluster: data dir %s was created with log store %q, not %q: start with --log-store %s (the layout is fixed when a data dir is created)", dataDir, recorded, logStore, recorded)
 	}
 	cf.LogStore = recorded
-	return cf, checkGroupDirs(opts.DataDir, cf.Groups)
+	return cf, checkGroupDirs(dataDir, cf.Groups)
 }
 
 // checkGroupDirs checks quorate.json's group count against the groups the
@@ -163,7 +169,7 @@ func checkGroupDirs(dataDir string, groups int) error {
 
 // anyLogState reports whether dir holds a raft log of either layout.
 func anyLogState(dir string) (bool, error) {
-	for _, p := range []string{filepath.Join(dir, "log"), filepath.Join(dir, "groups", metaGroupID, "raft.db")} {
+	for _, p := range []string{filepath.Join(dir, "log"), filepath.Join(dir, "groups", MetaGroupID, "raft.db")} {
 		if ok, err := exists(p); err != nil || ok {
 			return ok, err
 		}

@@ -1,4 +1,4 @@
-package cluster
+package raftgroup
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// newHCLogger returns an hclog.Logger, as raft wants, whose output goes to
+// NewHCLogger returns an hclog.Logger, as raft wants, whose output goes to
 // logger. Entries below level are dropped before they are formatted.
-func newHCLogger(logger *slog.Logger, name string, level slog.Level) hclog.Logger {
+func NewHCLogger(logger *slog.Logger, name string, level slog.Level) hclog.Logger {
 	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{
 		Name:   name,
 		Level:  hclogLevel(level),

@@ -1,4 +1,11 @@
-package cluster
+// Package raftgroup runs one raft group on a node: its lifecycle (Open,
+// leadership and serving, Close), its proposals and linearizable reads
+// (ApplyLocal, VerifyRead) with the mapping of raft's errors to the node's
+// (raftError), the group commit of decisions (Batcher), the raft log stores
+// and the data dir's quorate.json (store.go), and raft's logger. It knows
+// nothing of other nodes: package cluster routes requests to groups, and
+// places and moves their replicas.
+package raftgroup
 
 import (
 	"context"
@@ -12,31 +19,34 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/raftlog"
 )
 
-// metaGroupID names the group that holds the configuration.
-const metaGroupID = "meta"
+// MetaGroupID names the group that holds the configuration.
+const MetaGroupID = "meta"
 
-// group is one raft group hosted on this node: its FSM, its raft instance
-// and stores, and (for data groups) the batcher that group-commits
-// decisions while this node leads it.
-type group struct {
-	id     string
-	index  int // data groups 0..G-1; the meta group is G
+// Group is one raft group hosted on this node: its FSM, its raft instance
+// and stores, and (for data groups) the Batcher that group-commits
+// decisions while this node leads it. ID, Index, FSM, Raft and Store are set by
+// Open and never change; Batch is set once, before the group takes any
+// request.
+type Group struct {
+	ID     string
+	Index  int // data groups 0..G-1; the meta group is G
+	FSM    *fsm.FSM
+	Raft   *raft.Raft
+	Store  *raftlog.Store // the group's raft log and stable store
+	Batch  *Batcher       // nil for the meta group
 	logger *slog.Logger
-	fsm    *fsm.FSM
-	raft   *raft.Raft
-	store  *raftlog.Store
 	trans  raft.Transport
-	batch  *batcher // nil for the meta group
 
 	// serving is true while this node leads the group and has applied a
 	// barrier in its term, so its FSM holds every committed entry.
 	serving atomic.Bool
 	// barrierTerm is the term of the last barrier applied as leader: reads
-	// are answered only in that term (see verifyRead).
+	// are answered only in that term (see VerifyRead).
 	barrierTerm atomic.Uint64
 	// changed is closed and replaced whenever leadership changes.
 	mu      sync.Mutex
@@ -47,44 +57,44 @@ type group struct {
 	wg       sync.WaitGroup
 }
 
-// groupConfig is what openGroup needs.
-type groupConfig struct {
-	id        string
-	index     int
-	bootstrap bool           // bootstrap a group with no state, with this node as its only voter
-	dir       string         // snapshots
-	store     *raftlog.Store // closed by the group
-	nodeID    string
-	addr      raft.ServerAddress
-	trans     raft.Transport
-	timings   RaftTimings
-	logger    *slog.Logger
-	logLevel  slog.Level
-	fsmOpts   fsm.Options
-	onServing func(*group) // called (in its own goroutine) when the node starts serving the group
-	onChange  func()       // called when the node starts or stops serving the group; must not block
+// Config is what Open needs.
+type Config struct {
+	ID        string
+	Index     int
+	Bootstrap bool           // bootstrap a group with no state, with this node as its only voter
+	Dir       string         // snapshots
+	Store     *raftlog.Store // closed by the group
+	NodeID    string
+	Addr      raft.ServerAddress
+	Trans     raft.Transport
+	Timings   Timings
+	Logger    *slog.Logger
+	LogLevel  slog.Level
+	FSMOpts   fsm.Options
+	OnServing func(*Group) // called (in its own goroutine) when the node starts serving the group
+	OnChange  func()       // called when the node starts or stops serving the group; must not block
 }
 
-// openGroup starts a group's raft instance on c.store, with snapshots
-// under c.dir. A group with no state is bootstrapped with this node as
-// its only voter if c.bootstrap is set; otherwise it waits, without voting,
+// Open starts a group's raft instance on c.Store, with snapshots
+// under c.Dir. A group with no state is bootstrapped with this node as
+// its only voter if c.Bootstrap is set; otherwise it waits, without voting,
 // to be added by the group's leader.
-func openGroup(c groupConfig) (*group, error) {
-	store := c.store
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+func Open(c Config) (*Group, error) {
+	store := c.Store
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		store.Close()
 		return nil, err
 	}
-	f, err := fsm.New(c.fsmOpts)
+	f, err := fsm.New(c.FSMOpts)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	hl := newHCLogger(c.logger, "raft", c.logLevel)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.dir, 2, hl)
+	hl := NewHCLogger(c.Logger, "raft", c.LogLevel)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hl)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("group %s: open snapshots: %w", c.id, err)
+		return nil, fmt.Errorf("group %s: open snapshots: %w", c.ID, err)
 	}
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
@@ -93,22 +103,22 @@ func openGroup(c groupConfig) (*group, error) {
 	}
 
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(c.nodeID)
-	rc.HeartbeatTimeout = c.timings.HeartbeatTimeout
-	rc.ElectionTimeout = c.timings.ElectionTimeout
-	rc.LeaderLeaseTimeout = c.timings.LeaderLeaseTimeout
-	rc.CommitTimeout = c.timings.CommitTimeout
-	rc.SnapshotInterval = c.timings.SnapshotInterval
-	rc.SnapshotThreshold = c.timings.SnapshotThreshold
-	if c.timings.TrailingLogs > 0 {
-		rc.TrailingLogs = c.timings.TrailingLogs
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.Timings.HeartbeatTimeout
+	rc.ElectionTimeout = c.Timings.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.Timings.LeaderLeaseTimeout
+	rc.CommitTimeout = c.Timings.CommitTimeout
+	rc.SnapshotInterval = c.Timings.SnapshotInterval
+	rc.SnapshotThreshold = c.Timings.SnapshotThreshold
+	if c.Timings.TrailingLogs > 0 {
+		rc.TrailingLogs = c.Timings.TrailingLogs
 	}
 	// BatchApplyCh stays off: with it, raft buffers Apply and Barrier
 	// futures in a channel that nothing drains once raft shuts down, so a
 	// future queued at that moment never completes and whoever waits on it
 	// hangs (hashicorp/raft v1.8.0; we hit it as a Close that never returned).
 	// Raft still gathers whatever Apply calls are waiting into one dispatch,
-	// and the batcher already puts many decisions in each entry.
+	// and the Batcher already puts many decisions in each entry.
 	rc.MaxAppendEntries = 256
 	rc.Logger = hl
 
@@ -117,43 +127,43 @@ func openGroup(c groupConfig) (*group, error) {
 		store.Close()
 		return nil, err
 	}
-	if !has && c.bootstrap {
+	if !has && c.Bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.addr,
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.Addr,
 		}}}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.trans, boot); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.Trans, boot); err != nil {
 			store.Close()
-			return nil, fmt.Errorf("group %s: bootstrap: %w", c.id, err)
+			return nil, fmt.Errorf("group %s: bootstrap: %w", c.ID, err)
 		}
 	}
-	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.trans)
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.Trans)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("group %s: start raft: %w", c.id, err)
+		return nil, fmt.Errorf("group %s: start raft: %w", c.ID, err)
 	}
-	g := &group{
-		id:      c.id,
-		index:   c.index,
-		logger:  c.logger.With("group", c.id),
-		fsm:     f,
-		raft:    r,
-		store:   store,
-		trans:   c.trans,
+	g := &Group{
+		ID:      c.ID,
+		Index:   c.Index,
+		logger:  c.Logger.With("group", c.ID),
+		FSM:     f,
+		Raft:    r,
+		Store:   store,
+		trans:   c.Trans,
 		changed: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	g.onChange = c.onChange
+	g.onChange = c.OnChange
 	g.wg.Add(1)
-	go g.watchLeadership(c.onServing)
+	go g.watchLeadership(c.OnServing)
 	return g, nil
 }
 
 // watchLeadership keeps serving in step with raft's leadership: on winning
 // an election it applies a barrier first, so that reads and decisions start
 // from every committed entry.
-func (g *group) watchLeadership(onServing func(*group)) {
+func (g *Group) watchLeadership(onServing func(*Group)) {
 	defer g.wg.Done()
-	ch := g.raft.LeaderCh()
+	ch := g.Raft.LeaderCh()
 	for {
 		select {
 		case <-g.stop:
@@ -164,10 +174,10 @@ func (g *group) watchLeadership(onServing func(*group)) {
 				g.setServing(false)
 				continue
 			}
-			for g.raft.State() == raft.Leader {
-				term := g.raft.CurrentTerm()
-				if err := waitFuture(g.raft.Barrier(5*time.Second), g.stop); err == nil {
-					if g.raft.CurrentTerm() != term {
+			for g.Raft.State() == raft.Leader {
+				term := g.Raft.CurrentTerm()
+				if err := waitFuture(g.Raft.Barrier(5*time.Second), g.stop); err == nil {
+					if g.Raft.CurrentTerm() != term {
 						continue // leadership changed under the barrier: again, in the new term
 					}
 					g.barrierTerm.Store(term)
@@ -184,7 +194,7 @@ func (g *group) watchLeadership(onServing func(*group)) {
 	}
 }
 
-func (g *group) setServing(v bool) {
+func (g *Group) setServing(v bool) {
 	if g.serving.Swap(v) == v {
 		return
 	}
@@ -198,33 +208,37 @@ func (g *group) setServing(v bool) {
 	}
 }
 
-// leadershipChanged returns a channel closed at the next leadership change.
-func (g *group) leadershipChanged() <-chan struct{} {
+// Serving reports whether this node leads the group and has applied a
+// barrier in its term, so that it may decide and answer reads.
+func (g *Group) Serving() bool { return g.serving.Load() }
+
+// LeadershipChanged returns a channel closed at the next leadership change.
+func (g *Group) LeadershipChanged() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
 }
 
-// applyLocal proposes one command if this node serves the group and waits
+// ApplyLocal proposes one command if this node serves the group and waits
 // for its result, converting ctx's deadline into raft's enqueue timeout.
-// errNotLeader means nothing was appended.
-func (g *group) applyLocal(ctx context.Context, c fsm.Command) (any, error) {
+// errs.ErrNotLeader means nothing was appended.
+func (g *Group) ApplyLocal(ctx context.Context, c fsm.Command) (any, error) {
 	if !g.serving.Load() {
-		return nil, fmt.Errorf("%w: group %s", errNotLeader, g.id)
+		return nil, fmt.Errorf("%w: group %s", errs.ErrNotLeader, g.ID)
 	}
 	if err := fsm.Validate(c); err != nil {
-		return nil, fmt.Errorf("group %s: %w", g.id, err)
+		return nil, fmt.Errorf("group %s: %w", g.ID, err)
 	}
 	if ctx.Err() != nil {
 		// Past the caller's deadline nothing is proposed: the caller has
 		// been told the outcome is unknown, or will be.
-		return nil, fmt.Errorf("%w: group %s: %w", errNotLeader, g.id, ctx.Err())
+		return nil, fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, g.ID, ctx.Err())
 	}
-	fut := g.raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
+	fut := g.Raft.Apply(fsm.Encode(c), enqueueTimeout(ctx))
 	if err := waitFuture(fut, ctx.Done()); errors.Is(err, errAbandoned) {
-		return nil, fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, g.id, ctx.Err())
+		return nil, fmt.Errorf("%w: group %s: %w", errs.ErrOutcomeUnknown, g.ID, ctx.Err())
 	} else if err != nil {
-		return nil, raftError(g.id, err)
+		return nil, raftError(g.ID, err)
 	}
 	return fut.Response(), nil
 }
@@ -258,7 +272,7 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 
 // raftError maps the error of a proposal's future to the node's. Only
 // ErrNotLeader, ErrLeadershipTransferInProgress and ErrEnqueueTimeout prove
-// that nothing was appended (errNotLeader: retry at the leader). Everything
+// that nothing was appended (errs.ErrNotLeader: retry at the leader). Everything
 // else is ambiguous: ErrLeadershipLost leaves the entry to commit in a
 // later term or not, and ErrRaftShutdown answers every future still in
 // flight when raft stops, committed ones included. Only a retry that the
@@ -266,37 +280,37 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 func raftError(id string, err error) error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
 		errors.Is(err, raft.ErrEnqueueTimeout) {
-		return fmt.Errorf("%w: group %s: %w", errNotLeader, id, err)
+		return fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, id, err)
 	}
-	return fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, id, err)
+	return fmt.Errorf("%w: group %s: %w", errs.ErrOutcomeUnknown, id, err)
 }
 
-// verifyRead confirms this node still leads the group, so its FSM holds
+// VerifyRead confirms this node still leads the group, so its FSM holds
 // every acknowledged entry and a read from it is linearizable.
-func (g *group) verifyRead(ctx context.Context) error {
+func (g *Group) VerifyRead(ctx context.Context) error {
 	if !g.serving.Load() {
-		return fmt.Errorf("%w: group %s", errNotLeader, g.id)
+		return fmt.Errorf("%w: group %s", errs.ErrNotLeader, g.ID)
 	}
-	term := g.raft.CurrentTerm()
+	term := g.Raft.CurrentTerm()
 	if h, ok := g.trans.(interface{ Hurry(time.Duration) }); ok {
 		h.Hurry(hurryRead) // VerifyLeader's heartbeats need not wait for the tick
 	}
-	if err := waitFuture(g.raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
-		return fmt.Errorf("%w: group %s: %w", ErrUnavailable, g.id, ctx.Err())
+	if err := waitFuture(g.Raft.VerifyLeader(), ctx.Done()); errors.Is(err, errAbandoned) {
+		return fmt.Errorf("%w: group %s: %w", errs.ErrUnavailable, g.ID, ctx.Err())
 	} else if errors.Is(err, raft.ErrRaftShutdown) {
-		return ErrShuttingDown
+		return errs.ErrShuttingDown
 	} else if err != nil {
 		// A read changes nothing: whatever went wrong, asking the
 		// leader again is safe.
-		return fmt.Errorf("%w: group %s: %w", errNotLeader, g.id, err)
+		return fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, g.ID, err)
 	}
 	// raft's LeaderCh keeps only its latest value, so a node that lost and
 	// regained leadership may still be marked serving from the old term
 	// while the new term's barrier is pending: its FSM may then lack entries
 	// committed by the leader in between. Answer only in a term whose
 	// barrier this node has applied; otherwise the caller retries.
-	if bt := g.barrierTerm.Load(); bt != term || g.raft.CurrentTerm() != term {
-		return fmt.Errorf("%w: group %s: leader in term %d, barrier applied in term %d", errNotLeader, g.id, term, bt)
+	if bt := g.barrierTerm.Load(); bt != term || g.Raft.CurrentTerm() != term {
+		return fmt.Errorf("%w: group %s: leader in term %d, barrier applied in term %d", errs.ErrNotLeader, g.ID, term, bt)
 	}
 	return nil
 }
@@ -305,23 +319,23 @@ func (g *group) verifyRead(ctx context.Context) error {
 // long enough for VerifyLeader's round of heartbeats.
 const hurryRead = 100 * time.Millisecond
 
-// close stops the group's raft and closes its stores.
-func (g *group) close() error {
+// Close stops the group's raft and closes its stores.
+func (g *Group) Close() error {
 	close(g.stop)
-	if g.batch != nil {
-		g.batch.close()
+	if g.Batch != nil {
+		g.Batch.close()
 	}
 	// Close the transport before waiting for raft, so that replication
 	// blocked on a peer that does not answer is released at once instead of
 	// at its network timeout. Stores close only after raft has stopped.
-	fut := g.raft.Shutdown()
+	fut := g.Raft.Shutdown()
 	if c, ok := g.trans.(raft.WithClose); ok {
 		_ = c.Close()
 	}
 	err := fut.Error()
-	if g.batch != nil {
-		g.batch.abandon()
+	if g.Batch != nil {
+		g.Batch.abandon()
 	}
 	g.wg.Wait()
-	return errors.Join(err, g.store.Close())
+	return errors.Join(err, g.Store.Close())
 }

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"fmt"
@@ -9,20 +9,20 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func view(self string, members map[string]string) placementView {
+func view(self string, members map[string]string) PlacementView {
 	now := time.Unix(1000, 0)
-	v := placementView{self: self, replicas: 3, dead: 10 * time.Second, now: now, members: map[string]member{}}
+	v := PlacementView{Self: self, Replicas: 3, DeadAfter: 10 * time.Second, Now: now, Members: map[string]Member{}}
 	for id, state := range members {
-		m := member{meta: nodeMeta{ID: id, RaftAddr: id + ":7071"}, state: memberState(state), since: now.Add(-time.Minute)}
+		m := Member{Meta: Meta{ID: id, RaftAddr: id + ":7071"}, State: State(state), Since: now.Add(-time.Minute)}
 		switch state {
 		case "leaving":
-			m.state, m.meta.Leaving = memberAlive, true
+			m.State, m.Meta.Leaving = Alive, true
 		case "just-dead":
-			m.state, m.since = memberDead, now.Add(-time.Second)
+			m.State, m.Since = Dead, now.Add(-time.Second)
 		}
-		v.members[id] = m
+		v.Members[id] = m
 	}
-	v.preferred = preferredLeaders([]string{"0"}, v.liveIDs(), v.replicas)
+	v.Preferred = PreferredLeaders([]string{"0"}, v.LiveIDs(), v.Replicas)
 	return v
 }
 
@@ -31,37 +31,37 @@ func TestPlanPlacement(t *testing.T) {
 		name    string
 		members map[string]string
 		voters  []string
-		want    placementStep
+		want    PlacementStep
 	}{
-		{"a joining node is added", map[string]string{"b": "alive"}, []string{"a"}, placementStep{add: "b"}},
+		{"a joining node is added", map[string]string{"b": "alive"}, []string{"a"}, PlacementStep{Add: "b"}},
 		{"a node dead past the timeout is removed", map[string]string{"b": "alive", "c": "dead", "d": "alive"},
-			[]string{"a", "b", "c"}, placementStep{remove: "c"}},
+			[]string{"a", "b", "c"}, PlacementStep{Remove: "c"}},
 		{"a node dead for less than the timeout stays", map[string]string{"b": "alive", "c": "just-dead"},
-			[]string{"a", "b", "c"}, placementStep{}},
+			[]string{"a", "b", "c"}, PlacementStep{}},
 		{"a leaving node is removed at once", map[string]string{"b": "alive", "c": "leaving"},
-			[]string{"a", "b", "c"}, placementStep{remove: "c"}},
+			[]string{"a", "b", "c"}, PlacementStep{Remove: "c"}},
 		{"removal that would lose the live majority is refused", map[string]string{"b": "dead", "c": "dead", "d": "dead"},
-			[]string{"a", "b", "c", "d"}, placementStep{refused: "b"}},
+			[]string{"a", "b", "c", "d"}, PlacementStep{Refused: "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := view("a", tt.members)
-			got := planPlacement(v, "0", tt.voters)
-			if tt.want.transfer == "" && got.transfer != "" {
-				got.transfer = "" // leadership moves are checked separately
+			got := PlanPlacement(v, "0", tt.voters)
+			if tt.want.Transfer == "" && got.Transfer != "" {
+				got.Transfer = "" // leadership moves are checked separately
 			}
-			assert.Equal(t, tt.want, got, "planPlacement(%v, voters %v)", tt.members, tt.voters)
+			assert.Equal(t, tt.want, got, "PlanPlacement(%v, voters %v)", tt.members, tt.voters)
 		})
 	}
 	t.Run("a surplus voter is trimmed", func(t *testing.T) {
 		v := view("a", map[string]string{"b": "alive", "c": "alive", "d": "alive"})
-		desired := rendezvous("0", []string{"a", "b", "c", "d"})[:3]
-		got := planPlacement(v, "0", []string{"a", "b", "c", "d"})
-		if got.remove != "" {
-			assert.NotContains(t, desired, got.remove, "only a non-preferred voter is trimmed")
+		desired := Rendezvous("0", []string{"a", "b", "c", "d"})[:3]
+		got := PlanPlacement(v, "0", []string{"a", "b", "c", "d"})
+		if got.Remove != "" {
+			assert.NotContains(t, desired, got.Remove, "only a non-preferred voter is trimmed")
 		} else {
 			assert.NotContains(t, desired, "a", "only a surplus leader hands over instead of trimming")
-			assert.Contains(t, desired, got.transfer)
+			assert.Contains(t, desired, got.Transfer)
 		}
 	})
 }
@@ -73,10 +73,10 @@ func TestPreferredLeadersSpreadEvenly(t *testing.T) {
 			ids = append(ids, fmt.Sprint(i))
 		}
 		ids = append(ids, "meta")
-		pref := preferredLeaders(ids, nodes, 3)
+		pref := PreferredLeaders(ids, nodes, 3)
 		count := map[string]int{}
 		for _, id := range ids {
-			assert.Contains(t, rendezvous(id, nodes)[:3], pref[id], "group %s is led by one of its replicas", id)
+			assert.Contains(t, Rendezvous(id, nodes)[:3], pref[id], "group %s is led by one of its replicas", id)
 			count[pref[id]]++
 		}
 		lo, hi := len(ids), 0
@@ -93,7 +93,7 @@ func TestRendezvousMovesFewGroups(t *testing.T) {
 	moved := 0
 	for i := range 100 {
 		g := fmt.Sprint(i)
-		b, a := rendezvous(g, before)[:3], rendezvous(g, after)[:3]
+		b, a := Rendezvous(g, before)[:3], Rendezvous(g, after)[:3]
 		for _, id := range b {
 			if !slices.Contains(a, id) {
 				moved++

@@ -1,4 +1,10 @@
-package cluster
+// Package membership knows who is in the cluster and where each group's
+// replicas and leader belong: memberlist gossip of every node's metadata
+// (Gossip, Meta, typed member states), the proofs that make a gossip member
+// trusted under cluster TLS (Proofs), and placement planning
+// (PreferredLeaders, PlanPlacement), which is pure: package cluster's placer
+// applies the steps it plans to the raft groups.
+package membership
 
 import (
 	"encoding/base64"
@@ -14,9 +20,9 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// nodeMeta is what a node gossips about itself. It must fit memberlist's
+// Meta is what a node gossips about itself. It must fit memberlist's
 // 512-byte metadata limit: led groups are a bitmap, not a list.
-type nodeMeta struct {
+type Meta struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft"`
 	HTTPAddr string `json:"http"`
@@ -35,66 +41,69 @@ type nodeMeta struct {
 	ClockOff bool `json:"clock_off,omitempty"`
 }
 
-// memberState is what this node knows of another node's liveness.
-type memberState string
+// State is what this node knows of another node's liveness.
+type State string
 
-// Member states. unproven is only ever seen through peerProofs.view.
+// Member states. Unproven is only ever seen through Proofs.Trusted.
 const (
-	memberAlive    memberState = "alive"    // gossip reaches it
-	memberDead     memberState = "dead"     // gossip lost it without a goodbye
-	memberLeft     memberState = "left"     // it said it was leaving, then went
-	memberUnproven memberState = "unproven" // alive, but never proved its node id with a cluster certificate
+	Alive    State = "alive"    // gossip reaches it
+	Dead     State = "dead"     // gossip lost it without a goodbye
+	Left     State = "left"     // it said it was leaving, then went
+	Unproven State = "unproven" // alive, but never proved its node id with a cluster certificate
+	// Leaving is how a status report shows an Alive member whose Meta says
+	// it is leaving; a Member's State is never Leaving.
+	Leaving State = "leaving"
 )
 
-// member is one node as this node last saw it.
-type member struct {
-	meta   nodeMeta
-	state  memberState
-	since  time.Time // when it entered state
-	leads  []bool
-	gossip string // the member's gossip address, to reconnect to it
+// Member is one node as this node last saw it.
+type Member struct {
+	Meta   Meta
+	State  State
+	Since  time.Time // when it entered State
+	Leads  []bool    // the groups it serves, by index (bit G: the meta group)
+	gossip string    // the member's gossip address, to reconnect to it
 }
 
-// membership tracks the cluster's nodes through memberlist gossip.
-type membership struct {
+// Gossip tracks the cluster's nodes through memberlist gossip.
+type Gossip struct {
 	logger   *slog.Logger
 	ml       *memberlist.Memberlist
 	groups   int
 	onChange func()
 
 	mu      sync.Mutex
-	self    nodeMeta
-	members map[string]*member
+	self    Meta
+	members map[string]*Member
 	refused error // see incompatible
 }
 
-// membershipConfig configures gossip.
-type membershipConfig struct {
-	nodeID, raftAddr, httpAddr, gossipAddr string
-	groups                                 int
-	keys                                   [][]byte // gossip keyring, primary first; none: plaintext
-	logger                                 *slog.Logger
-	onChange                               func()
+// Config configures gossip.
+type Config struct {
+	NodeID, RaftAddr, HTTPAddr, GossipAddr string
+	Groups                                 int
+	Keys                                   [][]byte // gossip keyring, primary first; none: plaintext
+	Logger                                 *slog.Logger
+	OnChange                               func() // called after every member update; must not block
 }
 
-func newMembership(c membershipConfig) (*membership, error) {
-	host, portStr, err := net.SplitHostPort(c.gossipAddr)
+func New(c Config) (*Gossip, error) {
+	host, portStr, err := net.SplitHostPort(c.GossipAddr)
 	if err != nil {
-		return nil, fmt.Errorf("gossip address %q: %w", c.gossipAddr, err)
+		return nil, fmt.Errorf("gossip address %q: %w", c.GossipAddr, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("gossip address %q: %w", c.gossipAddr, err)
+		return nil, fmt.Errorf("gossip address %q: %w", c.GossipAddr, err)
 	}
-	m := &membership{
-		logger:   c.logger.With("component", "membership"),
-		groups:   c.groups,
-		onChange: c.onChange,
-		self:     nodeMeta{ID: c.nodeID, RaftAddr: c.raftAddr, HTTPAddr: c.httpAddr, Groups: c.groups},
-		members:  map[string]*member{},
+	m := &Gossip{
+		logger:   c.Logger.With("component", "membership"),
+		groups:   c.Groups,
+		onChange: c.OnChange,
+		self:     Meta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Groups: c.Groups},
+		members:  map[string]*Member{},
 	}
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = c.nodeID
+	mc.Name = c.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	// Failure detection in a few seconds instead of memberlist's ~6 s, but
@@ -112,12 +121,12 @@ func newMembership(c membershipConfig) (*membership, error) {
 	mc.Merge = m
 	mc.Alive = m
 	mc.Logger = slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug)
-	if len(c.keys) > 0 {
+	if len(c.Keys) > 0 {
 		// Every message is encrypted with the first key and must decrypt
 		// with one of them (memberlist's GossipVerifyIncoming/Outgoing
 		// default to true): a node without the key can neither join nor
 		// be heard.
-		kr, err := memberlist.NewKeyring(c.keys, c.keys[0])
+		kr, err := memberlist.NewKeyring(c.Keys, c.Keys[0])
 		if err != nil {
 			return nil, fmt.Errorf("gossip key: %w", err)
 		}
@@ -131,8 +140,8 @@ func newMembership(c membershipConfig) (*membership, error) {
 	return m, nil
 }
 
-// join contacts the given gossip addresses; it succeeds if any answers.
-func (m *membership) join(addrs []string) error {
+// Join contacts the given gossip addresses; it succeeds if any answers.
+func (m *Gossip) Join(addrs []string) error {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -143,25 +152,25 @@ func (m *membership) join(addrs []string) error {
 	return nil
 }
 
-// setLeads publishes which groups this node leads.
-func (m *membership) setLeads(leads []bool) {
+// SetLeads publishes which groups this node leads.
+func (m *Gossip) SetLeads(leads []bool) {
 	enc := encodeBitmap(leads)
-	m.publish(func(self *nodeMeta) { self.Leads = enc })
+	m.publish(func(self *Meta) { self.Leads = enc })
 }
 
-// setClockOff publishes whether this node's clock is out of bounds.
-func (m *membership) setClockOff(off bool) {
-	m.publish(func(self *nodeMeta) { self.ClockOff = off })
+// SetClockOff publishes whether this node's clock is out of bounds.
+func (m *Gossip) SetClockOff(off bool) {
+	m.publish(func(self *Meta) { self.ClockOff = off })
 }
 
-// setLeaving publishes that this node is leaving on purpose.
-func (m *membership) setLeaving() {
-	m.publish(func(self *nodeMeta) { self.Leaving = true })
+// SetLeaving publishes that this node is leaving on purpose.
+func (m *Gossip) SetLeaving() {
+	m.publish(func(self *Meta) { self.Leaving = true })
 }
 
 // publish applies change to this node's metadata and gossips it, if it
 // changed anything.
-func (m *membership) publish(change func(self *nodeMeta)) {
+func (m *Gossip) publish(change func(self *Meta)) {
 	m.mu.Lock()
 	before := m.self
 	change(&m.self)
@@ -174,23 +183,28 @@ func (m *membership) publish(change func(self *nodeMeta)) {
 	}
 }
 
-func (m *membership) leave(timeout time.Duration) error {
+// Leave announces this node's departure to the other members.
+func (m *Gossip) Leave(timeout time.Duration) error {
 	err := m.ml.Leave(timeout)
 	return err
 }
 
-func (m *membership) shutdown() error { return m.ml.Shutdown() }
+// Shutdown stops gossiping, without a goodbye.
+func (m *Gossip) Shutdown() error { return m.ml.Shutdown() }
 
-// reconnect tries to rejoin every member believed dead (not those that
+// Addr returns the address this node gossips on.
+func (m *Gossip) Addr() string { return m.ml.LocalNode().Address() }
+
+// Reconnect tries to rejoin every member believed dead (not those that
 // left). A node declared dead by mistake (a pause, a partition, a busy
 // machine) and alive again is found within one call; memberlist itself
 // stops talking to dead nodes, so without this two sides of a healed
 // partition could each think the other dead for good.
-func (m *membership) reconnect() {
+func (m *Gossip) Reconnect() {
 	m.mu.Lock()
 	var addrs []string
 	for _, mb := range m.members {
-		if mb.state == memberDead && mb.gossip != "" {
+		if mb.State == Dead && mb.gossip != "" {
 			addrs = append(addrs, mb.gossip)
 		}
 	}
@@ -203,11 +217,11 @@ func (m *membership) reconnect() {
 	}
 }
 
-// snapshot returns a copy of every member but this node, by id.
-func (m *membership) snapshot() map[string]member {
+// Snapshot returns a copy of every member but this node, by id.
+func (m *Gossip) Snapshot() map[string]Member {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]member, len(m.members))
+	out := make(map[string]Member, len(m.members))
 	for id, mb := range m.members {
 		out[id] = *mb
 	}
@@ -215,7 +229,7 @@ func (m *membership) snapshot() map[string]member {
 }
 
 // NodeMeta implements memberlist.Delegate.
-func (m *membership) NodeMeta(limit int) []byte {
+func (m *Gossip) NodeMeta(limit int) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, _ := json.Marshal(m.self)
@@ -230,20 +244,20 @@ func (m *membership) NodeMeta(limit int) []byte {
 
 // NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState implement
 // memberlist.Delegate; quorate gossips only node metadata.
-func (m *membership) NotifyMsg([]byte)                           {}
-func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (m *membership) LocalState(join bool) []byte                { return nil }
-func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
+func (m *Gossip) NotifyMsg([]byte)                           {}
+func (m *Gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (m *Gossip) LocalState(join bool) []byte                { return nil }
+func (m *Gossip) MergeRemoteState(buf []byte, join bool)     {}
 
 // NotifyJoin implements memberlist.EventDelegate.
-func (m *membership) NotifyJoin(n *memberlist.Node) { m.update(n, memberAlive) }
+func (m *Gossip) NotifyJoin(n *memberlist.Node) { m.update(n, Alive) }
 
 // NotifyUpdate implements memberlist.EventDelegate.
-func (m *membership) NotifyUpdate(n *memberlist.Node) { m.update(n, memberAlive) }
+func (m *Gossip) NotifyUpdate(n *memberlist.Node) { m.update(n, Alive) }
 
 // NotifyMerge implements memberlist.MergeDelegate: a join with a cluster
 // whose nodes have another group count fails, on both sides.
-func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
+func (m *Gossip) NotifyMerge(peers []*memberlist.Node) error {
 	for _, p := range peers {
 		if err := m.compatible(p); err != nil {
 			m.mu.Lock()
@@ -257,10 +271,10 @@ func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
 
 // NotifyAlive implements memberlist.AliveDelegate: a node with another
 // group count is kept out of the member list.
-func (m *membership) NotifyAlive(p *memberlist.Node) error { return m.compatible(p) }
+func (m *Gossip) NotifyAlive(p *memberlist.Node) error { return m.compatible(p) }
 
-func (m *membership) compatible(p *memberlist.Node) error {
-	var meta nodeMeta
+func (m *Gossip) compatible(p *memberlist.Node) error {
+	var meta Meta
 	if json.Unmarshal(p.Meta, &meta) != nil || meta.Groups == 0 || meta.Groups == m.groups {
 		return nil // unreadable metadata is update's to ignore
 	}
@@ -270,9 +284,9 @@ func (m *membership) compatible(p *memberlist.Node) error {
 	return err
 }
 
-// incompatible returns the refusal of a push/pull merge with members of
+// Incompatible returns the refusal of a push/pull merge with members of
 // another group count since the last call, if any, and forgets it.
-func (m *membership) incompatible() error {
+func (m *Gossip) Incompatible() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	err := m.refused
@@ -282,10 +296,10 @@ func (m *membership) incompatible() error {
 
 // NotifyLeave implements memberlist.EventDelegate. It fires for crashes and
 // departures alike; the Leaving flag tells them apart.
-func (m *membership) NotifyLeave(n *memberlist.Node) { m.update(n, memberDead) }
+func (m *Gossip) NotifyLeave(n *memberlist.Node) { m.update(n, Dead) }
 
-func (m *membership) update(n *memberlist.Node, state memberState) {
-	var meta nodeMeta
+func (m *Gossip) update(n *memberlist.Node, state State) {
+	var meta Meta
 	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
 		m.logger.Warn("ignoring gossip member with unreadable metadata", "name", n.Name, "err", err)
 		return
@@ -293,21 +307,21 @@ func (m *membership) update(n *memberlist.Node, state memberState) {
 	if meta.ID == m.self.ID {
 		return
 	}
-	if state == memberDead && meta.Leaving {
-		state = memberLeft
+	if state == Dead && meta.Leaving {
+		state = Left
 	}
 	m.mu.Lock()
 	mb, ok := m.members[meta.ID]
 	if !ok {
-		mb = &member{}
+		mb = &Member{}
 		m.members[meta.ID] = mb
 	}
-	stateChanged := mb.state != state
+	stateChanged := mb.State != state
 	if stateChanged {
-		mb.state, mb.since = state, time.Now()
+		mb.State, mb.Since = state, time.Now()
 	}
-	mb.meta = meta
-	mb.leads = decodeBitmap(meta.Leads, m.groups+1)
+	mb.Meta = meta
+	mb.Leads = decodeBitmap(meta.Leads, m.groups+1)
 	mb.gossip = n.Address()
 	m.mu.Unlock()
 	if stateChanged {
@@ -318,11 +332,11 @@ func (m *membership) update(n *memberlist.Node, state memberState) {
 	}
 }
 
-// sortedIDs returns the ids of members in state (any state if empty).
-func sortedIDs(ms map[string]member, state memberState) []string {
+// SortedIDs returns the ids of members in state (any state if empty).
+func SortedIDs(ms map[string]Member, state State) []string {
 	var ids []string
 	for id, mb := range ms {
-		if state == "" || mb.state == state {
+		if state == "" || mb.State == state {
 			ids = append(ids, id)
 		}
 	}

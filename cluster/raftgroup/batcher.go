@@ -1,4 +1,4 @@
-package cluster
+package raftgroup
 
 import (
 	"bytes"
@@ -6,17 +6,26 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/fsm"
 )
+
+// Clock is the node's source of time. The leader of a group stamps every
+// entry it proposes with Clock.Now(); nothing else in the decision path
+// reads time. Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+}
 
 // submission is one caller's requests waiting to ride in an allow entry.
 type submission struct {
 	ctx      context.Context
 	reqs     []fsm.AllowRequest
-	done     chan outcome // buffered: the batcher never blocks on a caller
+	done     chan outcome // buffered: the Batcher never blocks on a caller
 	answered atomic.Bool
 	taken    atomic.Bool // run has taken it from the queue
 }
@@ -34,7 +43,7 @@ type outcome struct {
 	err       error
 }
 
-// batcher group-commits decisions for one data group while this node leads
+// Batcher group-commits decisions for one data group while this node leads
 // it: whatever arrives while maxInflight entries are in flight is gathered
 // into the next entry, so fsync and replication are paid per entry, not per
 // request. Each entry is stamped with the leader's clock when it is built.
@@ -48,8 +57,8 @@ type outcome struct {
 // after raft has shut down, abandon answers every caller still waiting with
 // an unknown outcome, and complete may stay blocked on such a future for good
 // (one goroutine per closed group).
-type batcher struct {
-	g             *group
+type Batcher struct {
+	g             *Group
 	clock         Clock
 	maxBatch      int
 	observeSize   func(n int)
@@ -75,8 +84,13 @@ type entry struct {
 	n    int // decisions
 }
 
-func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize func(int), notConfigured func(), admit func([]fsm.AllowRequest) error) *batcher {
-	b := &batcher{
+// NewBatcher starts group-committing decisions of data group g: entries of
+// at most maxBatch decisions, maxInflight of them in flight at once, each
+// stamped with clock. observeSize sees each entry's size, notConfigured is
+// called while g has no configuration, and admit may refuse requests (the
+// node's client budget) before they queue.
+func NewBatcher(g *Group, clock Clock, maxBatch, maxInflight int, observeSize func(int), notConfigured func(), admit func([]fsm.AllowRequest) error) *Batcher {
+	b := &Batcher{
 		g:             g,
 		notConfigured: notConfigured,
 		admit:         admit,
@@ -95,43 +109,43 @@ func newBatcher(g *group, clock Clock, maxBatch, maxInflight int, observeSize fu
 	return b
 }
 
-// submit queues reqs and waits for their decisions. An error means nothing
+// Submit queues reqs and waits for their decisions. An error means nothing
 // was decided, except when ctx ends while the entry is in flight: then the
 // outcome is unknown and a retry with the same request ids is the way to
 // learn it.
-func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+func (b *Batcher) Submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	if !b.g.serving.Load() {
-		return nil, fmt.Errorf("%w: group %s", errNotLeader, b.g.id)
+		return nil, fmt.Errorf("%w: group %s", errs.ErrNotLeader, b.g.ID)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err) // nothing proposed
+		return nil, fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, b.g.ID, err) // nothing proposed
 	}
 	if err := fsm.Validate(fsm.Allow{Requests: reqs}); err != nil {
-		return nil, fmt.Errorf("group %s: %w", b.g.id, err)
+		return nil, fmt.Errorf("group %s: %w", b.g.ID, err)
 	}
-	if b.g.fsm.ConfigVersion() == 0 {
+	if b.g.FSM.ConfigVersion() == 0 {
 		// A new cluster's configuration reaches each data group as an entry
 		// of its own log; until it has, the group would decide with the
 		// built-in default instead of the cluster's. Nothing is appended, so
 		// the caller retries, and the leader installs it in the meantime.
 		b.notConfigured()
-		return nil, fmt.Errorf("%w: group %s has no configuration yet", errNotLeader, b.g.id)
+		return nil, fmt.Errorf("%w: group %s has no configuration yet", errs.ErrNotLeader, b.g.ID)
 	}
 	if b.admit != nil {
 		if err := b.admit(reqs); err != nil {
-			return nil, fmt.Errorf("group %s: %w", b.g.id, err)
+			return nil, fmt.Errorf("group %s: %w", b.g.ID, err)
 		}
 	}
 	s := &submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}
 	select {
 	case b.in <- s:
 	case <-b.stop:
-		return nil, ErrShuttingDown
+		return nil, errs.ErrShuttingDown
 	default:
 		// A full queue is more work than the group can commit before
 		// callers give up: refuse at once rather than let them wait out
 		// their deadlines.
-		return nil, fmt.Errorf("%w: group %s: %d submissions queued", ErrOverloaded, b.g.id, cap(b.in))
+		return nil, fmt.Errorf("%w: group %s: %d submissions queued", errs.ErrOverloaded, b.g.ID, cap(b.in))
 	}
 	exited := b.exited
 	for {
@@ -139,19 +153,19 @@ func (b *batcher) submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 		case o := <-s.done:
 			return o.decisions, o.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: group %s: %w", ErrOutcomeUnknown, b.g.id, ctx.Err())
+			return nil, fmt.Errorf("%w: group %s: %w", errs.ErrOutcomeUnknown, b.g.ID, ctx.Err())
 		case <-exited:
 			// The queue send can win against a concurrent close: if run
 			// left without taking s, nothing was proposed for it.
 			if !s.taken.Load() {
-				s.answer(outcome{err: ErrShuttingDown})
+				s.answer(outcome{err: errs.ErrShuttingDown})
 			}
 			exited = nil
 		}
 	}
 }
 
-func (b *batcher) run() {
+func (b *Batcher) run() {
 	defer b.running.Done()
 	defer close(b.exited)
 	defer close(b.pending) // complete answers what is in flight, then returns
@@ -178,7 +192,7 @@ func (b *batcher) run() {
 		select {
 		case b.slots <- struct{}{}:
 		case <-b.stop:
-			first.answer(outcome{err: ErrShuttingDown})
+			first.answer(outcome{err: errs.ErrShuttingDown})
 			b.failQueued()
 			return
 		}
@@ -212,16 +226,16 @@ func (b *batcher) run() {
 
 // propose builds one allow entry from the live submissions of subs and
 // hands it to raft. reqs and buf are scratch space, returned for reuse.
-func (b *batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byte) (entry, []fsm.AllowRequest, []byte) {
+func (b *Batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byte) (entry, []fsm.AllowRequest, []byte) {
 	live := make([]*submission, 0, len(subs))
 	timeout := enqueueTimeout(context.Background())
 	for _, s := range subs {
 		if err := s.ctx.Err(); err != nil {
-			s.answer(outcome{err: fmt.Errorf("%w: group %s: %w", errNotLeader, b.g.id, err)})
+			s.answer(outcome{err: fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, b.g.ID, err)})
 			continue
 		}
 		if !b.g.serving.Load() {
-			s.answer(outcome{err: fmt.Errorf("%w: group %s", errNotLeader, b.g.id)})
+			s.answer(outcome{err: fmt.Errorf("%w: group %s", errs.ErrNotLeader, b.g.ID)})
 			continue
 		}
 		timeout = min(timeout, enqueueTimeout(s.ctx))
@@ -236,13 +250,13 @@ func (b *batcher) propose(subs []*submission, reqs []fsm.AllowRequest, buf []byt
 	}
 	// raft keeps the entry's bytes, so they are copied out of buf.
 	buf = fsm.AppendCommand(buf, fsm.Allow{Stamp: b.clock.Now().UnixNano(), Requests: reqs})
-	fut := b.g.raft.Apply(bytes.Clone(buf), timeout)
+	fut := b.g.Raft.Apply(bytes.Clone(buf), timeout)
 	return entry{fut: fut, subs: live, n: len(reqs)}, reqs, buf
 }
 
 // complete answers the callers of each proposed entry once raft has
 // decided it.
-func (b *batcher) complete() {
+func (b *Batcher) complete() {
 	for e := range b.pending {
 		b.mu.Lock()
 		if b.abandoned != nil {
@@ -262,9 +276,9 @@ func (b *batcher) complete() {
 	}
 }
 
-func (b *batcher) deliver(e entry) {
+func (b *Batcher) deliver(e entry) {
 	if err := e.fut.Error(); err != nil {
-		err = raftError(b.g.id, err)
+		err = raftError(b.g.ID, err)
 		for _, s := range e.subs {
 			s.answer(outcome{err: err})
 		}
@@ -272,7 +286,7 @@ func (b *batcher) deliver(e entry) {
 	}
 	res, ok := e.fut.Response().(*fsm.AllowResult)
 	if !ok || len(res.Decisions) != e.n {
-		err := fmt.Errorf("group %s: unexpected apply result %T", b.g.id, e.fut.Response())
+		err := fmt.Errorf("group %s: unexpected apply result %T", b.g.ID, e.fut.Response())
 		for _, s := range e.subs {
 			s.answer(outcome{err: err})
 		}
@@ -285,13 +299,13 @@ func (b *batcher) deliver(e entry) {
 	}
 }
 
-// failQueued answers everything still queued with ErrShuttingDown.
-func (b *batcher) failQueued() {
+// failQueued answers everything still queued with errs.ErrShuttingDown.
+func (b *Batcher) failQueued() {
 	for {
 		select {
 		case s := <-b.in:
 			s.taken.Store(true)
-			s.answer(outcome{err: ErrShuttingDown})
+			s.answer(outcome{err: errs.ErrShuttingDown})
 		default:
 			return
 		}
@@ -299,19 +313,19 @@ func (b *batcher) failQueued() {
 }
 
 // close stops taking submissions and answers those queued with
-// ErrShuttingDown. Entries in flight are answered when raft finishes them, or
+// errs.ErrShuttingDown. Entries in flight are answered when raft finishes them, or
 // by abandon.
-func (b *batcher) close() {
+func (b *Batcher) close() {
 	close(b.stop)
 	b.running.Wait()
 }
 
 // abandon answers, with an unknown outcome, every caller of an entry raft
-// has not answered; call it once raft has shut down (see batcher). An entry
+// has not answered; call it once raft has shut down (see Batcher). An entry
 // raft had committed is applied when the group next starts, so the outcome
 // is unknown, not "not decided".
-func (b *batcher) abandon() {
-	err := fmt.Errorf("%w: group %s: the node shut down with the entry in flight", ErrOutcomeUnknown, b.g.id)
+func (b *Batcher) abandon() {
+	err := fmt.Errorf("%w: group %s: the node shut down with the entry in flight", errs.ErrOutcomeUnknown, b.g.ID)
 	b.mu.Lock()
 	b.abandoned = err
 	if b.current != nil {

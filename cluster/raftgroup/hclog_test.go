@@ -1,4 +1,4 @@
-package cluster
+package raftgroup
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 func TestHCLoggerRoutesIntoSlog(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	hl := newHCLogger(logger, "raft", slog.LevelWarn)
+	hl := NewHCLogger(logger, "raft", slog.LevelWarn)
 
 	hl.Info("below the raft level")
 	hl.Warn("heartbeat failed", "servers", hclog.Fmt("%d voters", 3), "peer", "n2")

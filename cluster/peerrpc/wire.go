@@ -1,4 +1,4 @@
-package cluster
+package peerrpc
 
 import (
 	"encoding/binary"
@@ -24,7 +24,7 @@ import (
 //	          limit, retry after, reset after, tier, stamp, origin
 const (
 	allowWireVersion = 1
-	allowContentType = "application/x-quorate-allow"
+	AllowContentType = "application/x-quorate-allow"
 )
 
 // maxWireString bounds a string's length on the wire, far above every rule.
@@ -38,7 +38,8 @@ const (
 	wireUnresolved
 )
 
-func appendAllowReq(b []byte, req rpcAllowReq) []byte {
+// AppendAllowReq appends req in the binary format to b.
+func AppendAllowReq(b []byte, req AllowReq) []byte {
 	b = append(b, allowWireVersion)
 	b = binary.AppendUvarint(b, uint64(len(req.Items)))
 	for _, it := range req.Items {
@@ -56,18 +57,18 @@ func appendAllowReq(b []byte, req rpcAllowReq) []byte {
 	return b
 }
 
-// decodeAllowReq reads a request; the requests are checked later, like a
+// DecodeAllowReq reads a request; the requests are checked later, like a
 // caller's (checkItem, fsm.Validate).
-func decodeAllowReq(data []byte) (rpcAllowReq, error) {
+func DecodeAllowReq(data []byte) (AllowReq, error) {
 	r := &binenc.Reader{B: data}
 	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
-		return rpcAllowReq{}, fmt.Errorf("forwarded decisions in format %d, this node reads %d", v, allowWireVersion)
+		return AllowReq{}, fmt.Errorf("forwarded decisions in format %d, this node reads %d", v, allowWireVersion)
 	}
-	var req rpcAllowReq
+	var req AllowReq
 	n := r.Count(3)
-	req.Items = make([]rpcAllowItem, 0, n)
+	req.Items = make([]AllowItem, 0, n)
 	for range n {
-		it := rpcAllowItem{Group: int(min(r.Uvarint(), 1<<31)), Deadline: r.Varint()}
+		it := AllowItem{Group: int(min(r.Uvarint(), 1<<31)), Deadline: r.Varint()}
 		m := r.Count(5)
 		it.Requests = make([]fsm.AllowRequest, 0, m)
 		for range m {
@@ -85,7 +86,8 @@ func decodeAllowReq(data []byte) (rpcAllowReq, error) {
 	return req, wireErr(r)
 }
 
-func appendAllowResp(b []byte, resp rpcAllowResp) []byte {
+// AppendAllowResp appends resp in the binary format to b.
+func AppendAllowResp(b []byte, resp AllowResp) []byte {
 	b = append(b, allowWireVersion)
 	b = binary.AppendUvarint(b, uint64(len(resp.Items)))
 	for _, it := range resp.Items {
@@ -128,16 +130,17 @@ func decisionFlags(d fsm.Decision) byte {
 	return f
 }
 
-func decodeAllowResp(data []byte) (rpcAllowResp, error) {
+// DecodeAllowResp reads an answer.
+func DecodeAllowResp(data []byte) (AllowResp, error) {
 	r := &binenc.Reader{B: data}
 	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
-		return rpcAllowResp{}, fmt.Errorf("decisions in format %d, this node reads %d", v, allowWireVersion)
+		return AllowResp{}, fmt.Errorf("decisions in format %d, this node reads %d", v, allowWireVersion)
 	}
-	var resp rpcAllowResp
+	var resp AllowResp
 	n := r.Count(2)
-	resp.Items = make([]rpcAllowResult, 0, n)
+	resp.Items = make([]AllowResult, 0, n)
 	for range n {
-		var it rpcAllowResult
+		var it AllowResult
 		switch kind := r.Byte(); kind {
 		case 0:
 			m := r.Count(8)
@@ -154,7 +157,7 @@ func decodeAllowResp(data []byte) (rpcAllowResp, error) {
 				it.Decisions = append(it.Decisions, d)
 			}
 		case 1:
-			it.Error = &rpcError{Code: r.Str(64), Message: r.Str(1 << 16)}
+			it.Error = &Error{Code: r.Str(64), Message: r.Str(1 << 16)}
 		default:
 			r.Fail("answer kind %d", kind)
 		}

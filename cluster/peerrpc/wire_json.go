@@ -1,4 +1,4 @@
-package cluster
+package peerrpc
 
 import (
 	"fmt"
@@ -20,8 +20,8 @@ type wirePolicy struct {
 func toWirePolicy(p bucket.Policy) wirePolicy { return wirePolicy{Capacity: p.Capacity, Rate: p.Rate} }
 func (w wirePolicy) policy() bucket.Policy    { return bucket.Policy{Capacity: w.Capacity, Rate: w.Rate} }
 
-// wireConfigOp is an fsm.ConfigOp (POST /internal/config-op).
-type wireConfigOp struct {
+// WireConfigOp is an fsm.ConfigOp (POST /internal/config-op).
+type WireConfigOp struct {
 	Kind   string     `json:"kind"` // see opKinds
 	Tier   string     `json:"tier,omitempty"`
 	Policy wirePolicy `json:"policy"`
@@ -29,11 +29,13 @@ type wireConfigOp struct {
 
 var opKinds = map[fsm.ConfigOpKind]string{fsm.OpSetTier: "set_tier", fsm.OpDeleteTier: "delete_tier", fsm.OpSetDefault: "set_default"}
 
-func toWireConfigOp(op fsm.ConfigOp) wireConfigOp {
-	return wireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
+// ToWireConfigOp is op as it travels.
+func ToWireConfigOp(op fsm.ConfigOp) WireConfigOp {
+	return WireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
 }
 
-func (w wireConfigOp) op() (fsm.ConfigOp, error) {
+// Op is the operation w carries, refused if its kind is unknown.
+func (w WireConfigOp) Op() (fsm.ConfigOp, error) {
 	for k, name := range opKinds {
 		if name == w.Kind {
 			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy()}, nil
@@ -42,22 +44,24 @@ func (w wireConfigOp) op() (fsm.ConfigOp, error) {
 	return fsm.ConfigOp{}, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, w.Kind)
 }
 
-// wireConfig is a bucket.Config (POST /internal/config).
-type wireConfig struct {
+// WireConfig is a bucket.Config (POST /internal/config).
+type WireConfig struct {
 	Version uint64                `json:"version"`
 	Default wirePolicy            `json:"default"`
 	Tiers   map[string]wirePolicy `json:"tiers"`
 }
 
-func toWireConfig(c bucket.Config) wireConfig {
-	w := wireConfig{Version: c.Version, Default: toWirePolicy(c.Default), Tiers: make(map[string]wirePolicy, len(c.Tiers))}
+// ToWireConfig is c as it travels.
+func ToWireConfig(c bucket.Config) WireConfig {
+	w := WireConfig{Version: c.Version, Default: toWirePolicy(c.Default), Tiers: make(map[string]wirePolicy, len(c.Tiers))}
 	for name, p := range c.Tiers {
 		w.Tiers[name] = toWirePolicy(p)
 	}
 	return w
 }
 
-func (w wireConfig) config() bucket.Config {
+// Config is the configuration w carries.
+func (w WireConfig) Config() bucket.Config {
 	c := bucket.Config{Version: w.Version, Default: w.Default.policy(), Tiers: make(map[string]bucket.Policy, len(w.Tiers))}
 	for name, p := range w.Tiers {
 		c.Tiers[name] = p.policy()
@@ -65,8 +69,8 @@ func (w wireConfig) config() bucket.Config {
 	return c
 }
 
-// wireClientView is an fsm.ClientView (POST /internal/client).
-type wireClientView struct {
+// WireClientView is an fsm.ClientView (POST /internal/client).
+type WireClientView struct {
 	Client       string     `json:"client"`
 	AssignedTier string     `json:"assigned_tier,omitempty"`
 	Tier         string     `json:"tier"`
@@ -80,13 +84,15 @@ type wireClientView struct {
 	At           int64      `json:"at_unix_nano"`
 }
 
-func toWireClientView(v fsm.ClientView) wireClientView {
-	return wireClientView{Client: v.Client, AssignedTier: v.AssignedTier, Tier: v.Tier, Policy: toWirePolicy(v.Policy), Known: v.Known,
+// ToWireClientView is v as it travels.
+func ToWireClientView(v fsm.ClientView) WireClientView {
+	return WireClientView{Client: v.Client, AssignedTier: v.AssignedTier, Tier: v.Tier, Policy: toWirePolicy(v.Policy), Known: v.Known,
 		Allowed: v.Decision.Allowed, Remaining: v.Decision.Remaining, Limit: v.Decision.Limit,
 		RetryAfter: v.Decision.RetryAfter, ResetAfter: v.Decision.ResetAfter, At: v.At}
 }
 
-func (w wireClientView) view() fsm.ClientView {
+// View is the client view w carries.
+func (w WireClientView) View() fsm.ClientView {
 	return fsm.ClientView{Client: w.Client, AssignedTier: w.AssignedTier, Tier: w.Tier, Policy: w.Policy.policy(), Known: w.Known,
 		Decision: bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, Limit: w.Limit, RetryAfter: w.RetryAfter, ResetAfter: w.ResetAfter},
 		At:       w.At}

@@ -1,4 +1,4 @@
-package cluster
+package peerrpc
 
 import (
 	"encoding/json"
@@ -9,37 +9,38 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/fsm"
 )
 
 func TestAllowWireRoundTrips(t *testing.T) {
-	req := rpcAllowReq{Items: []rpcAllowItem{
+	req := AllowReq{Items: []AllowItem{
 		{Group: 3, Deadline: 1_700_000_000_123, Requests: []fsm.AllowRequest{
 			{Client: "alice", Cost: 2, RequestID: "r-1", Origin: fsm.MakeOrigin(9, 4), Retry: true},
 			{Client: "bob", Cost: 0},
 		}},
 		{Group: 0, Requests: []fsm.AllowRequest{}},
 	}}
-	got, err := decodeAllowReq(appendAllowReq(nil, req))
+	got, err := DecodeAllowReq(AppendAllowReq(nil, req))
 	require.NoError(t, err)
 	assert.Equal(t, req, got)
 
-	resp := rpcAllowResp{Items: []rpcAllowResult{
+	resp := AllowResp{Items: []AllowResult{
 		{Decisions: []fsm.Decision{
 			{Decision: bucket.Decision{Allowed: true, Remaining: 4 * bucket.Scale, Limit: 5, RetryAfter: 0, ResetAfter: -1}, Tier: "free", Stamp: 77, Origin: 12, Duplicate: true},
 			{Decision: bucket.Decision{Limit: 1, RetryAfter: 9}, Tier: "default", Stamp: 78, MaybeDuplicate: true},
 			{Unresolved: true, Stamp: 79},
 		}},
-		{Error: &rpcError{Code: "outcome_unknown", Message: "lost"}},
+		{Error: &Error{Code: "outcome_unknown", Message: "lost"}},
 		{Decisions: []fsm.Decision{}},
 	}}
-	gotResp, err := decodeAllowResp(appendAllowResp(nil, resp))
+	gotResp, err := DecodeAllowResp(AppendAllowResp(nil, resp))
 	require.NoError(t, err)
 	assert.Equal(t, resp, gotResp)
 }
 
 func TestAllowWireRefusesWhatItCannotRead(t *testing.T) {
-	good := appendAllowReq(nil, rpcAllowReq{Items: []rpcAllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1}}}}})
+	good := AppendAllowReq(nil, AllowReq{Items: []AllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1}}}}})
 	for name, data := range map[string][]byte{
 		"empty":         nil,
 		"other version": append([]byte{2}, good[1:]...),
@@ -48,23 +49,23 @@ func TestAllowWireRefusesWhatItCannotRead(t *testing.T) {
 		"bad retry":     append(append([]byte{}, good[:len(good)-1]...), 7),
 		"huge count":    {allowWireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	} {
-		_, err := decodeAllowReq(data)
+		_, err := DecodeAllowReq(data)
 		assert.Error(t, err, name)
 	}
 }
 
 func FuzzDecodeAllowWire(f *testing.F) {
-	f.Add(appendAllowReq(nil, rpcAllowReq{Items: []rpcAllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, Origin: 5}}}}}))
-	f.Add(appendAllowResp(nil, rpcAllowResp{Items: []rpcAllowResult{{Decisions: []fsm.Decision{{Tier: "x"}}}, {Error: &rpcError{Code: "c"}}}}))
+	f.Add(AppendAllowReq(nil, AllowReq{Items: []AllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, Origin: 5}}}}}))
+	f.Add(AppendAllowResp(nil, AllowResp{Items: []AllowResult{{Decisions: []fsm.Decision{{Tier: "x"}}}, {Error: &Error{Code: "c"}}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Never panics; what decodes encodes back to the same bytes.
-		if req, err := decodeAllowReq(data); err == nil {
-			again, err := decodeAllowReq(appendAllowReq(nil, req))
+		if req, err := DecodeAllowReq(data); err == nil {
+			again, err := DecodeAllowReq(AppendAllowReq(nil, req))
 			require.NoError(t, err)
 			require.Equal(t, req, again)
 		}
-		if resp, err := decodeAllowResp(data); err == nil {
-			again, err := decodeAllowResp(appendAllowResp(nil, resp))
+		if resp, err := DecodeAllowResp(data); err == nil {
+			again, err := DecodeAllowResp(AppendAllowResp(nil, resp))
 			require.NoError(t, err)
 			require.Equal(t, resp, again)
 		}
@@ -77,20 +78,20 @@ func TestJSONWireTypesRoundTrip(t *testing.T) {
 		{Kind: fsm.OpDeleteTier, Tier: "pro"},
 		{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1, Rate: 0}},
 	} {
-		got, err := roundTrip(t, toWireConfigOp(op)).op()
+		got, err := roundTrip(t, ToWireConfigOp(op)).Op()
 		require.NoError(t, err)
 		assert.Equal(t, op, got)
 	}
-	_, err := wireConfigOp{Kind: "drop_everything"}.op()
+	_, err := WireConfigOp{Kind: "drop_everything"}.Op()
 	assert.ErrorIs(t, err, fsm.ErrInvalidCommand)
 
 	cfg := bucket.Config{Version: 7, Default: bucket.Policy{Capacity: 5, Rate: bucket.Scale},
 		Tiers: map[string]bucket.Policy{"free": {Capacity: 2, Rate: 1}}}
-	assert.Equal(t, cfg, roundTrip(t, toWireConfig(cfg)).config())
+	assert.Equal(t, cfg, roundTrip(t, ToWireConfig(cfg)).Config())
 
 	v := fsm.ClientView{Client: "a", AssignedTier: "gone", Tier: bucket.DefaultTierName, Policy: cfg.Default, Known: true,
 		Decision: bucket.Decision{Allowed: true, Remaining: 3, Limit: 5, RetryAfter: 0, ResetAfter: 99}, At: 123}
-	assert.Equal(t, v, roundTrip(t, toWireClientView(v)).view())
+	assert.Equal(t, v, roundTrip(t, ToWireClientView(v)).View())
 }
 
 // roundTrip encodes v as JSON and decodes it again, as a peer would.
@@ -105,14 +106,14 @@ func roundTrip[T any](t *testing.T, v T) T {
 
 // Every error a handler may answer crosses the wire as itself.
 func TestRPCErrorsRoundTrip(t *testing.T) {
-	for _, c := range rpcCodes {
-		got := toRPCError(fmt.Errorf("group 3: %w", c.err)).err()
+	for _, c := range codes {
+		got := ToError(fmt.Errorf("group 3: %w", c.err)).Err()
 		if c.code == "shutting_down" {
-			assert.ErrorIs(t, got, errNotLeader, "a stopping peer took nothing: retry elsewhere")
+			assert.ErrorIs(t, got, errs.ErrNotLeader, "a stopping peer took nothing: retry elsewhere")
 			continue
 		}
 		want := c.err // a code several errors share comes back as the first
-		for _, first := range rpcCodes {
+		for _, first := range codes {
 			if first.code == c.code {
 				want = first.err
 				break
@@ -120,5 +121,5 @@ func TestRPCErrorsRoundTrip(t *testing.T) {
 		}
 		assert.ErrorIs(t, got, want, c.code)
 	}
-	assert.ErrorIs(t, (&rpcError{Code: "from_a_newer_node", Message: "?"}).err(), ErrOutcomeUnknown, "an unknown code proves nothing")
+	assert.ErrorIs(t, (&Error{Code: "from_a_newer_node", Message: "?"}).Err(), errs.ErrOutcomeUnknown, "an unknown code proves nothing")
 }

@@ -1,0 +1,57 @@
+package raftgroup
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/raftlog"
+)
+
+// openTestGroup starts a data group whose only voter is this node, on raft's
+// in-memory transport and a bolt store in a temporary directory, and waits
+// until it serves.
+func openTestGroup(t *testing.T) *Group {
+	t.Helper()
+	dir := t.TempDir()
+	var bolt raftlog.Bolt
+	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
+	require.NoError(t, err)
+	addr, trans := raft.NewInmemTransport("")
+	g, err := Open(Config{ID: "0", Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr, Trans: trans,
+		Timings: LoopbackTimings, Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "the group never served")
+	return g
+}
+
+// Reads answer only in a term whose barrier the leader applied: a group
+// still marked serving from an earlier term (raft's LeaderCh can drop a
+// lose-then-regain) refuses with ErrNotLeader, which the caller retries
+// (Node.atLeader, until its deadline), until the barrier of the current term
+// is applied.
+func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
+	g := openTestGroup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := g.ApplyLocal(ctx, fsm.SetTier{Client: "rita", Tier: "pro"})
+	require.NoError(t, err)
+	term := g.barrierTerm.Load()
+	require.Equal(t, g.Raft.CurrentTerm(), term)
+
+	g.barrierTerm.Store(term - 1) // as if the barrier applied were an earlier term's
+	assert.ErrorIs(t, g.VerifyRead(ctx), errs.ErrNotLeader, "no read from a term without its barrier")
+
+	g.barrierTerm.Store(term)
+	require.NoError(t, g.VerifyRead(ctx))
+	assert.Equal(t, "pro", g.FSM.View("rita", 0).AssignedTier)
+}
