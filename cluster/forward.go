@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/transport/raftnet"
 )
 
 // forwarder sends allow requests for groups led by one other node. Requests
@@ -15,7 +17,7 @@ import (
 // next call, as they do in the leader's raft entries.
 type forwarder struct {
 	addr     string
-	rpc      *peerrpc.Client
+	call     forwardCall
 	in       chan *fwdItem
 	inflight chan struct{}
 	stop     chan struct{}
@@ -36,10 +38,15 @@ type fwdOutcome struct {
 	err       error
 }
 
-func newForwarder(addr string, rpc *peerrpc.Client, maxInflight int) *forwarder {
+// forwardCall sends one encoded peerrpc.AllowReq to the node at addr and
+// returns its encoded answer. An error wraps ErrNotLeader if the request
+// provably never left, ErrOutcomeUnknown if it may have been acted on.
+type forwardCall func(ctx context.Context, addr string, body []byte) ([]byte, error)
+
+func newForwarder(addr string, call forwardCall, maxInflight int) *forwarder {
 	f := &forwarder{
 		addr:     addr,
-		rpc:      rpc,
+		call:     call,
 		in:       make(chan *fwdItem, 4096),
 		inflight: make(chan struct{}, maxInflight),
 		stop:     make(chan struct{}),
@@ -149,7 +156,7 @@ func (f *forwarder) send(items []*fwdItem) {
 	}
 	defer cancel()
 	var resp peerrpc.AllowResp
-	data, err := f.rpc.Post(ctx, f.addr, "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
+	data, err := f.call(ctx, f.addr, peerrpc.AppendAllowReq(nil, req))
 	if err == nil {
 		if resp, err = peerrpc.DecodeAllowResp(data); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrOutcomeUnknown, f.addr, err)
@@ -187,4 +194,34 @@ func (f *forwarder) failQueued() {
 func (f *forwarder) close() {
 	close(f.stop)
 	f.wg.Wait()
+}
+
+// allowMethod is the raftnet method forwarded decisions are sent to.
+const allowMethod = "allow"
+
+// forward is the forwarders' forwardCall: one raftnet call on the shared
+// connection to the leader, never an HTTP request.
+func (n *Node) forward(ctx context.Context, addr string, body []byte) ([]byte, error) {
+	out, err := n.net.Call(ctx, addr, allowMethod, body)
+	var remote *raftnet.RemoteError
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, raftnet.ErrNotSent):
+		return nil, fmt.Errorf("%w: forward to %s: %w", errNotLeader, addr, err)
+	case errors.As(err, &remote):
+		// The leader refused the request whole (it did not decode):
+		// nothing was decided.
+		return nil, fmt.Errorf("forward to %s: refused: %w", addr, err)
+	}
+	return nil, fmt.Errorf("%w: forward to %s: %w", ErrOutcomeUnknown, addr, err)
+}
+
+// serveForwarded is the leader's side of forward.
+func (n *Node) serveForwarded(ctx context.Context, body []byte) ([]byte, error) {
+	req, err := peerrpc.DecodeAllowReq(body)
+	if err != nil {
+		return nil, err
+	}
+	return peerrpc.AppendAllowResp(nil, n.allowLocalItems(ctx, req.Items)), nil
 }

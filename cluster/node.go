@@ -167,6 +167,7 @@ func (n *Node) start() error {
 		Tick:   opts.Raft.HeartbeatTimeout / 5,
 		Logger: n.logger.With("component", "raftnet"),
 	})
+	n.net.Handle(allowMethod, n.serveForwarded)
 
 	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
@@ -505,7 +506,7 @@ func (n *Node) forwarderFor(addr string) *forwarder {
 	defer n.fwdMu.Unlock()
 	f, ok := n.forwarders[addr]
 	if !ok {
-		f = newForwarder(addr, n.rpc, 4)
+		f = newForwarder(addr, n.forward, 4)
 		n.forwarders[addr] = f
 	}
 	return f

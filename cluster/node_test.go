@@ -473,7 +473,9 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 // (nothing was sent), not left to wait out its deadline and then reported
 // as an unknown outcome.
 func TestClosedForwarderAnswersAtOnce(t *testing.T) {
-	f := newForwarder("127.0.0.1:1", &peerrpc.Client{HTTP: &http.Client{}}, 1)
+	f := newForwarder("127.0.0.1:1", func(context.Context, string, []byte) ([]byte, error) {
+		panic("a closed forwarder sends nothing")
+	}, 1)
 	f.close()
 	for i := range 50 {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -554,10 +556,10 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	assert.NotContains(t, cfg.Tiers, "late")
 }
 
-// forward sends req to n's /internal/allow as a peer would.
+// forward sends req to n's forwarding method as a peer would.
 func forward(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
 	t.Helper()
-	data, err := n.rpc.Post(ctx(t), n.RaftAddr(), "/internal/allow", peerrpc.AllowContentType, peerrpc.AppendAllowReq(nil, req))
+	data, err := n.forward(ctx(t), n.RaftAddr(), peerrpc.AppendAllowReq(nil, req))
 	require.NoError(t, err)
 	resp, err := peerrpc.DecodeAllowResp(data)
 	require.NoError(t, err)

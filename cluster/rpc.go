@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"io"
 	"net/http"
 
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -12,21 +11,6 @@ import (
 // rpcHandler returns the internal protocol's handler.
 func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /internal/allow", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, peerrpc.MaxBody))
-		var req peerrpc.AllowReq
-		if err == nil {
-			req, err = peerrpc.DecodeAllowReq(body)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		ctx, cancel := peerrpc.CallerContext(r)
-		defer cancel()
-		w.Header().Set("Content-Type", peerrpc.AllowContentType)
-		_, _ = w.Write(peerrpc.AppendAllowResp(nil, n.allowLocalItems(ctx, req.Items)))
-	})
 	peerrpc.Handle(mux, "/internal/client", func(ctx context.Context, req peerrpc.ClientReq) (peerrpc.WireClientView, error) {
 		v, err := n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
 		return peerrpc.ToWireClientView(v), err

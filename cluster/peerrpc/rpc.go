@@ -2,7 +2,8 @@
 // server plumbing (Client, Call, Handle), its error codes (Error), and its
 // wire formats, binary for forwarded decisions (wire.go) and tagged JSON
 // for the rest (wire_json.go). What each call does is package cluster's:
-// its rpcHandler names the handlers, its forwarder batches /internal/allow.
+// its rpcHandler names the handlers. Forwarded decisions do not use the
+// HTTP plumbing: package cluster's forwarder sends them as raftnet calls.
 package peerrpc
 
 import (

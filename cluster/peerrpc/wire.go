@@ -9,11 +9,13 @@ import (
 	"github.com/quorate/quorate/internal/binenc"
 )
 
-// Forwarded decisions (POST /internal/allow) travel in a binary format of
+// Forwarded decisions travel as a raftnet call (method "allow", on the
+// connection that carries the groups' raft traffic) in a binary format of
 // their own, written and read field by field: a Go field renamed on one
 // node can never change what nodes say to each other, and a busy node
 // spends no time on JSON. The first byte is the format's version; a node
-// refuses a version it does not know (400, nothing decided).
+// refuses a version it does not know (a raftnet.RemoteError, nothing
+// decided).
 //
 //	request:  version, count, then per item: group, deadline (Unix ns, 0:
 //	          none), count, then per request: client, cost, request id,
@@ -22,10 +24,7 @@ import (
 //	          an error code and message; a decision is a flags byte
 //	          (allowed, duplicate, maybe duplicate, unresolved), remaining,
 //	          limit, retry after, reset after, tier, stamp, origin
-const (
-	allowWireVersion = 1
-	AllowContentType = "application/x-quorate-allow"
-)
+const allowWireVersion = 1
 
 // maxWireString bounds a string's length on the wire, far above every rule.
 const maxWireString = 1 << 16

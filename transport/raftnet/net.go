@@ -49,6 +49,17 @@ const TimeoutScale = 256 << 10
 // ErrClosed is returned by calls on a closed Net or Transport.
 var ErrClosed = errors.New("raftnet: closed")
 
+// ErrNotSent marks a failure that proves the request never left this node
+// (the peer could not be dialled, or its connection had broken before the
+// request was queued): the peer did nothing with it.
+var ErrNotSent = errors.New("raftnet: not sent")
+
+// RemoteError is the peer's answer that it could not serve a request: its
+// handler (or raft) returned an error, whose text this carries.
+type RemoteError struct{ Msg string }
+
+func (e *RemoteError) Error() string { return e.Msg }
+
 // Handler serves a [Net.Call]: ctx ends at the caller's deadline or when
 // the Net closes. An error is returned to the caller as its text.
 type Handler func(ctx context.Context, body []byte) ([]byte, error)
@@ -127,7 +138,9 @@ func (n *Net) Handle(method string, h Handler) {
 }
 
 // Call sends body to method on the node at addr and returns its answer. It
-// is written at once (never held for the tick) and fails at ctx's end.
+// is written at once (never held for the tick) and fails at ctx's end. An
+// error wraps ErrNotSent if the request never left, is a *RemoteError if
+// the handler failed, and otherwise leaves open whether the handler ran.
 func (n *Net) Call(ctx context.Context, addr, method string, body []byte) ([]byte, error) {
 	p, err := n.peer(addr)
 	if err != nil {

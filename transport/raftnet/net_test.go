@@ -266,7 +266,10 @@ func TestCallsReachTheirHandler(t *testing.T) {
 	assert.Equal(t, "echo:hi", string(out))
 
 	_, err = a.net.Call(ctx, b.addr, "fail", nil)
-	assert.EqualError(t, err, "refused: bad item")
+	var remote *raftnet.RemoteError
+	require.ErrorAs(t, err, &remote, "the handler's failure")
+	assert.Equal(t, "refused: bad item", remote.Msg)
+	assert.NotErrorIs(t, err, raftnet.ErrNotSent)
 
 	_, err = a.net.Call(ctx, b.addr, "nope", nil)
 	assert.ErrorContains(t, err, `no method "nope"`)
@@ -287,6 +290,12 @@ func TestCallsReachTheirHandler(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "echo:again", string(out), "a call that timed out while the peer was alive left the connection usable")
 	assert.Equal(t, uint64(1), a.net.Stats().Dials)
+
+	b.stop()
+	_, err = a.net.Call(ctx, b.addr, "echo", nil)
+	require.Error(t, err)
+	_, err = a.net.Call(ctx, b.addr, "echo", nil)
+	assert.ErrorIs(t, err, raftnet.ErrNotSent, "a peer that cannot be dialled was sent nothing")
 }
 
 func TestAStuckConnectionIsDroppedAndDialledAgain(t *testing.T) {

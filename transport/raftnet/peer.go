@@ -77,7 +77,7 @@ func (p *peer) dial(a *dialAttempt) {
 	switch {
 	case err != nil:
 		n.stats.dialFailures.Add(1)
-		a.err = fmt.Errorf("raftnet: dial %s: %w", p.addr, err)
+		a.err = fmt.Errorf("%w: dial %s: %w", ErrNotSent, p.addr, err)
 	case p.closed:
 		conn.Close()
 		a.err = ErrClosed
@@ -119,6 +119,9 @@ func (p *peer) call(ctx context.Context, stop <-chan struct{}, k kind, group str
 	encode func([]byte) []byte, decode func([]byte) error) error {
 	c, err := p.get(ctx)
 	if err != nil {
+		if !errors.Is(err, ErrNotSent) {
+			err = fmt.Errorf("%w: %w", ErrNotSent, err) // waiting for a dial, or closed
+		}
 		return err
 	}
 	seq := c.seq.Add(1)
@@ -137,7 +140,7 @@ func (p *peer) call(ctx context.Context, stop <-chan struct{}, k kind, group str
 		case r.err != nil:
 			return r.err
 		case r.status == statusError:
-			return errors.New(string(r.body))
+			return &RemoteError{Msg: string(r.body)}
 		}
 		return decode(r.body)
 	case <-timer.C:
@@ -205,7 +208,7 @@ func (c *clientConn) enqueue(seq uint64, ch chan reply, frame []byte, lazy bool)
 		err := c.err
 		c.mu.Unlock()
 		putBuf(frame)
-		return err
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	c.pending[seq] = ch
 	c.queue = append(c.queue, frame)

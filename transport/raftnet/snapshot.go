@@ -3,8 +3,7 @@ package raftnet
 import (
 	"bufio"
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
 	"io"
 	"net"
 	"time"
@@ -61,7 +60,7 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	case err != nil:
 		return err
 	case status == statusError:
-		return errors.New(string(body))
+		return &RemoteError{Msg: string(body)}
 	}
 	r := &binenc.Reader{B: body}
 	readInstallSnapshotResponse(r, resp)
