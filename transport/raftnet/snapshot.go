@@ -3,7 +3,7 @@ package raftnet
 import (
 	"bufio"
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"net"
 	"time"
