@@ -114,8 +114,11 @@ func New(c Config) (*Gossip, error) {
 	mc.ProbeInterval = 500 * time.Millisecond
 	mc.ProbeTimeout = 300 * time.Millisecond
 	mc.SuspicionMult = 4
-	mc.GossipInterval = 100 * time.Millisecond
+	mc.GossipInterval = 200 * time.Millisecond
 	mc.PushPullInterval = 5 * time.Second
+	// Our messages are a few hundred bytes: compressing each one (LZW)
+	// cost more idle CPU than it saved.
+	mc.EnableCompression = false
 	mc.Delegate = m
 	mc.Events = m
 	mc.Merge = m

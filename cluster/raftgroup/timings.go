@@ -28,12 +28,13 @@ var LoopbackTimings = Timings{
 
 // DefaultTimings suit a LAN: a crashed leader is replaced in well under a
 // second (the README's Failover section has the measured figures). With
-// raftnet, heartbeats every 30–60 ms per group cost one shared write per
-// peer per 60 ms tick, whatever the number of groups.
+// raftnet, every group's heartbeats to a peer share one write per 100 ms
+// tick (a third of the heartbeat timeout), whatever the number of groups;
+// the lease, equal to the heartbeat timeout, leaves room for three ticks.
 var DefaultTimings = Timings{
 	HeartbeatTimeout:   300 * time.Millisecond,
 	ElectionTimeout:    300 * time.Millisecond,
-	LeaderLeaseTimeout: 150 * time.Millisecond,
+	LeaderLeaseTimeout: 300 * time.Millisecond,
 	CommitTimeout:      250 * time.Millisecond,
 	SnapshotInterval:   30 * time.Second,
 	SnapshotThreshold:  8192,

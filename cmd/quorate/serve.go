@@ -79,7 +79,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
-		"raft heartbeat and election timeout (the leader lease is half of it); lower fails over faster and costs more heartbeats")
+		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
 	f.api.register(fs)
@@ -151,7 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--raft-timeout must be at least 20ms, got %v", f.raftTimeout)}
 	}
 	timings := cluster.DefaultRaftTimings
-	timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout = f.raftTimeout, f.raftTimeout, f.raftTimeout/2
+	timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout = f.raftTimeout, f.raftTimeout, f.raftTimeout
 
 	clock, faultRoutes := nodeClock()
 	if faultInjection {

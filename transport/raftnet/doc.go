@@ -17,9 +17,12 @@
 // such request queued by then, from any group, leaves in one write, and the
 // peer answers them in one write. Raft's heartbeat loop waits for each answer
 // before sleeping a tenth to a fifth of its heartbeat timeout, so with a
-// tick of a fifth of it every group's heartbeat to a peer rides the same
-// frame, and the idle cost per peer is one round trip per tick however many
-// groups there are. Everything else (entries, votes, TimeoutNow) is written
+// tick of a fifth of it or more every group's heartbeat to a peer rides the
+// same write, once per tick, and the idle cost per peer is one round trip
+// per tick however many groups there are. The tick is then the interval at
+// which followers hear from their leader: keep it well inside raft's
+// LeaderLeaseTimeout and HeartbeatTimeout (quorate uses a third of the
+// heartbeat timeout, and a lease equal to it). Everything else (entries, votes, TimeoutNow) is written
 // at once, taking along whatever waits. [Transport.Hurry] makes a group's
 // requests urgent for a while (before VerifyLeader, whose heartbeats a read
 // waits for).

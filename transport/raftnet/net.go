@@ -26,8 +26,9 @@ type Layer interface {
 // Options tune a Net. Zero values take the defaults.
 type Options struct {
 	// Tick is how long a request without log entries may wait to share a
-	// write with others to the same peer (default 20 ms). Set it to a
-	// fifth of raft's HeartbeatTimeout.
+	// write with others to the same peer (default 20 ms): at least a
+	// fifth of raft's HeartbeatTimeout, and well inside its
+	// LeaderLeaseTimeout (see Coalescing in the package doc).
 	Tick time.Duration
 	// Timeout bounds a call that has no deadline of its own (default 10 s,
 	// raft's NetworkTransport default); InstallSnapshot gets Timeout per

@@ -212,15 +212,22 @@ func (c *clientConn) enqueue(seq uint64, ch chan reply, frame []byte, lazy bool)
 	}
 	c.pending[seq] = ch
 	c.queue = append(c.queue, frame)
+	// Wake the writer only when it must act: for the first request queued
+	// (it then waits for the tick) or the first urgent one. A lazy request
+	// joining a queue that waits anyway costs no wakeup.
+	wake := len(c.queue) == 1
 	if lazy {
 		c.p.net.stats.lazy.Add(1)
 	} else {
+		wake = wake || !c.urgent
 		c.urgent = true
 	}
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }

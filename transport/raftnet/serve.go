@@ -27,6 +27,7 @@ func (n *Net) serve(conn net.Conn) {
 		return
 	}
 	s := &serverConn{n: n, conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	s.bw = bufio.NewWriterSize(conn, 64<<10)
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -54,9 +55,19 @@ type serverConn struct {
 	kick chan struct{}
 	done chan struct{}
 
+	wmu sync.Mutex // guards bw: the reader and the writer both write
+	bw  *bufio.Writer
+
 	mu     sync.Mutex
 	queue  [][]byte
 	closed bool
+}
+
+// write writes frames and flushes them, returning their buffers.
+func (s *serverConn) write(frames [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return writeBatch(s.conn, s.bw, frames, s.n.opts.Timeout)
 }
 
 func (s *serverConn) readLoop(br *bufio.Reader) {
@@ -84,7 +95,13 @@ func (s *serverConn) readLoop(br *bufio.Reader) {
 			go s.dispatch(q)
 		}
 		if len(held) > 0 && br.Buffered() == 0 {
-			s.send(held...)
+			// Everything that arrived together is handled: answer its
+			// heartbeats in one write from here, without waking the writer.
+			if err := s.write(held); err != nil {
+				return
+			}
+			s.n.stats.servedWrites.Add(1)
+			clear(held)
 			held = held[:0]
 		}
 	}
@@ -213,7 +230,6 @@ func (s *serverConn) send(frames ...[]byte) {
 
 func (s *serverConn) writeLoop() {
 	defer s.n.wg.Done()
-	bw := bufio.NewWriterSize(s.conn, 64<<10)
 	var batch [][]byte
 	for {
 		select {
@@ -227,7 +243,7 @@ func (s *serverConn) writeLoop() {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := writeBatch(s.conn, bw, batch, s.n.opts.Timeout); err != nil {
+		if err := s.write(batch); err != nil {
 			s.close()
 			return
 		}
