@@ -15,6 +15,19 @@ import (
 // completed after it. A key that had ops after the heal but no ok answer
 // after it has not recovered.
 //
+// Every op is one attempt (one HTTP request: a retry, a repeat or a
+// resolve probe is a record of its own), so these are decisions answered
+// per attempt, not per eventually successful operation. The figure during
+// faults is also given per nemesis kind (the Name of the nemesis events:
+// kill, partition-leader, clock-bump, ...): attempts_during_<kind>,
+// answered_during_<kind> and availability_during_<kind>, an attempt
+// counting once for every kind whose interval contains its invoke (and
+// once in the overall figure, however many contain it). For each kind,
+// unanswered_p50_ms_during_<kind> and unanswered_max_ms_during_<kind> give
+// how long its unanswered attempts took: a node that cannot decide and
+// says so at once costs its caller little, one that holds the request
+// until the caller's deadline costs the deadline.
+//
 // It fails if a key did not recover, or took longer than
 // Params.MaxRecovery. Availability during faults is reported, not judged:
 // refusing (503) without a quorum is the contract.
@@ -38,6 +51,17 @@ func Availability(h history.History, p Params) Result {
 		}
 	}
 	var during, duringOK, outside, outsideOK int
+	type kindCount struct {
+		attempts, answered int
+		unanswered         []int64 // latencies of the attempts not answered ok
+	}
+	kinds := map[string]*kindCount{}
+	for _, iv := range ivs {
+		if kinds[iv.Name] == nil {
+			kinds[iv.Name] = &kindCount{}
+		}
+	}
+	var seen []string
 	type rec struct {
 		tried     bool
 		recovered bool
@@ -55,6 +79,20 @@ func Availability(h history.History, p Params) Result {
 			during++
 			if ok {
 				duringOK++
+			}
+			seen = seen[:0]
+			for _, iv := range ivs {
+				if !iv.Contains(op.Invoke) || slices.Contains(seen, iv.Name) {
+					continue
+				}
+				seen = append(seen, iv.Name)
+				k := kinds[iv.Name]
+				k.attempts++
+				if ok {
+					k.answered++
+				} else {
+					k.unanswered = append(k.unanswered, op.Complete-op.Invoke)
+				}
 			}
 		} else {
 			outside++
@@ -108,6 +146,17 @@ func Availability(h history.History, p Params) Result {
 	r.set("ops_during_faults", during)
 	r.set("ok_during_faults", duringOK)
 	r.set("availability_during_faults", frac(duringOK, during))
+	for _, name := range sortedKeys(kinds) {
+		k := kinds[name]
+		r.set("attempts_during_"+name, k.attempts)
+		r.set("answered_during_"+name, k.answered)
+		r.set("availability_during_"+name, frac(k.answered, k.attempts))
+		if len(k.unanswered) > 0 {
+			slices.Sort(k.unanswered)
+			r.set("unanswered_p50_ms_during_"+name, ms(k.unanswered[len(k.unanswered)/2]))
+			r.set("unanswered_max_ms_during_"+name, ms(k.unanswered[len(k.unanswered)-1]))
+		}
+	}
 	r.set("ops_outside_faults", outside)
 	r.set("ok_outside_faults", outsideOK)
 	r.set("availability_outside_faults", frac(outsideOK, outside))
