@@ -24,7 +24,8 @@ const (
 // spreads attempts over every node at random, but skips for a short,
 // bounded while a node that just failed one: a connection refused or
 // broken, a client-side timeout, or a 503 that says the node could not get
-// a decision (unavailable, timeout, not_ready, shutting_down). A node that
+// a decision (unavailable, timeout, not_ready, outcome_unknown,
+// shutting_down). A node that
 // cannot reach its group's leader fails every group the same way, so a
 // transport failure or shutting_down puts the whole node aside; an
 // unavailable or timeout answer may be one group's trouble (a group whose
@@ -158,8 +159,8 @@ func (r *router) report(node, group int, a history.Op) {
 	case failedNode:
 	default:
 		// The node answered: whatever it said, it is reachable and
-		// deciding (a 4xx refusal, overloaded or outcome_unknown is not a
-		// reason to avoid it), so its quarantines end.
+		// deciding (a 4xx refusal or overloaded is not a reason to avoid
+		// it), so its quarantines end.
 		delete(r.q, k)
 		if group != -1 {
 			delete(r.q, qkey{node, group})
@@ -198,7 +199,11 @@ func nodeFailure(a history.Op) int {
 		switch a.Error {
 		case "shutting_down":
 			return failedNode
-		case "unavailable", "timeout", "not_ready":
+		case "unavailable", "timeout", "not_ready", "outcome_unknown":
+			// outcome_unknown: the node proposed the decision but could
+			// not learn in time whether it was committed (a leader cut off
+			// from its followers answers so at the deadline); the retry
+			// with the same request id is safe anywhere.
 			return failedGroup
 		}
 	case a.Status >= 500:

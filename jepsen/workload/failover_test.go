@@ -63,7 +63,7 @@ func TestNodeFailure(t *testing.T) {
 		{unavailable, failedGroup},
 		{history.Op{Outcome: history.OutcomeFail, Status: 503, Error: "timeout"}, failedGroup},
 		{history.Op{Outcome: history.OutcomeFail, Status: 503, Error: "overloaded"}, failedNot},
-		{history.Op{Outcome: history.OutcomeInfo, Status: 503, Error: "outcome_unknown"}, failedNot},
+		{history.Op{Outcome: history.OutcomeInfo, Status: 503, Error: "outcome_unknown"}, failedGroup},
 		{history.Op{Outcome: history.OutcomeFail, Status: 400, Error: "invalid_cost"}, failedNot},
 		{history.Op{Outcome: history.OutcomeInfo, Status: 500, Error: "internal"}, failedNode},
 	} {
