@@ -261,6 +261,28 @@ func TestAvailability(t *testing.T) {
 	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
 }
 
+func TestFaultedNodes(t *testing.T) {
+	three := []string{"n1", "n2", "n3"}
+	five := []string{"n1", "n2", "n3", "n4", "n5"}
+	iv := func(detail map[string]string) history.Interval { return history.Interval{Detail: detail} }
+	for _, tc := range []struct {
+		detail map[string]string
+		all    []string
+		want   []string
+	}{
+		{map[string]string{"nodes": "n3", "signal": "KILL"}, three, []string{"n3"}},
+		{map[string]string{"nodes": "n1,n4"}, five, []string{"n1", "n4"}},
+		{map[string]string{"node": "n2", "offset_ns": "250000000"}, three, []string{"n2"}},
+		{map[string]string{"cut": "n1|n2,n2|n3"}, three, []string{"n2"}},                              // one isolated
+		{map[string]string{"cut": "n1|n3,n1|n4,n2|n3,n2|n4,n1|n5,n2|n5"}, five, []string{"n1", "n2"}}, // halves: the minority
+		{map[string]string{"cut": "n1|n3,n1|n4,n2|n4,n2|n5,n3|n5"}, five, nil},                        // a ring: everyone reaches a majority
+		{map[string]string{"cut": "n1|n2"}, nil, nil},                                                 // no node ids
+		{nil, three, nil},
+	} {
+		assert.Equal(t, tc.want, faultedNodes(iv(tc.detail), tc.all), "%v", tc.detail)
+	}
+}
+
 func TestWellFormed(t *testing.T) {
 	runCases(t, WellFormed, []checkCase{
 		{name: "well formed", valid: true, h: hist(burst(0, 5, "n1")...)},
@@ -351,6 +373,20 @@ func TestAvailabilityPerNemesis(t *testing.T) {
 
 	assert.Equal(t, 2, s["ops_outside_faults"])
 	assert.Equal(t, 1.0, s["availability_outside_faults"])
+
+	assert.NotContains(t, s, "to_faulted_during_kill", "no node ids: not counted")
+
+	// With the node ids: of the kill's attempts two went to the killed n1,
+	// none answered; n1 is the one cut off by the partition too.
+	h.Events[2].Detail = map[string]string{"cut": "n1|n2,n1|n3"}
+	p := params()
+	p.NodeIDs = map[string]string{"n1": "n1", "n2": "n2", "n3": "n3"}
+	s = Availability(h, p).Summary
+	assert.Equal(t, 2, s["to_faulted_during_kill"])
+	assert.Equal(t, 0, s["answered_to_faulted_during_kill"])
+	assert.Equal(t, 1, s["to_faulted_during_partition-leader"])
+	assert.Equal(t, 0, s["answered_to_faulted_during_partition-leader"])
+	assert.Equal(t, 0, s["to_faulted_during_clock-bump"], "its detail names n1, no attempt went there")
 
 	// A kind whose faults saw no attempt reports 0 of 0 as fully available.
 	h.Events = append(h.Events, ev("pause", history.PhaseStart, 10*time.Second), ev("pause", history.PhaseStop, 11*time.Second))

@@ -222,6 +222,9 @@ func perNemesis(r checker.Result) string {
 			continue
 		}
 		part := fmt.Sprintf("%s %.2f%% (%.0f/%.0f", name, 100*num(r, "availability_during_"+name), num(r, "answered_during_"+name), num(r, k))
+		if _, ok := r.Summary["to_faulted_during_"+name]; ok && num(r, k) > 0 {
+			part += fmt.Sprintf("; %.1f%% sent to the faulted node, %.0f answered", 100*num(r, "to_faulted_during_"+name)/num(r, k), num(r, "answered_to_faulted_during_"+name))
+		}
 		if _, ok := r.Summary["unanswered_max_ms_during_"+name]; ok {
 			part += fmt.Sprintf("; unanswered p50 %.0f ms, max %.0f ms", num(r, "unanswered_p50_ms_during_"+name), num(r, "unanswered_max_ms_during_"+name))
 		}
@@ -237,7 +240,7 @@ func perNemesis(r checker.Result) string {
 // perNemesisKey reports whether k is one of the availability checker's
 // per-nemesis figures, which perNemesis prints on a line of their own.
 func perNemesisKey(k string) bool {
-	for _, p := range []string{"attempts_during_", "answered_during_", "availability_during_", "unanswered_p50_ms_during_", "unanswered_max_ms_during_"} {
+	for _, p := range []string{"attempts_during_", "answered_during_", "availability_during_", "unanswered_p50_ms_during_", "unanswered_max_ms_during_", "to_faulted_during_", "answered_to_faulted_during_"} {
 		if rest, ok := strings.CutPrefix(k, p); ok && rest != "faults" {
 			return true
 		}
