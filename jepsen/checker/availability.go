@@ -2,6 +2,7 @@ package checker
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/quorate/quorate/jepsen/history"
 )
@@ -14,6 +15,22 @@ import (
 // asked about for a while was not unavailable), to the first ok answer
 // completed after it. A key that had ops after the heal but no ok answer
 // after it has not recovered.
+//
+// Every op is one attempt (one HTTP request: a retry, a repeat or a
+// resolve probe is a record of its own), so these are decisions answered
+// per attempt, not per eventually successful operation. The figure during
+// faults is also given per nemesis kind (the Name of the nemesis events:
+// kill, partition-leader, clock-bump, ...): attempts_during_<kind>,
+// answered_during_<kind> and availability_during_<kind>, an attempt
+// counting once for every kind whose interval contains its invoke (and
+// once in the overall figure, however many contain it). For each kind,
+// unanswered_p50_ms_during_<kind> and unanswered_max_ms_during_<kind> give
+// how long its unanswered attempts took: a node that cannot decide and
+// says so at once costs its caller little, one that holds the request
+// until the caller's deadline costs the deadline. With Params.NodeIDs,
+// to_faulted_during_<kind> and answered_to_faulted_during_<kind> count the
+// attempts sent to a node the fault hit (faultedNodes): how well the caller
+// steers around it.
 //
 // It fails if a key did not recover, or took longer than
 // Params.MaxRecovery. Availability during faults is reported, not judged:
@@ -38,6 +55,29 @@ func Availability(h history.History, p Params) Result {
 		}
 	}
 	var during, duringOK, outside, outsideOK int
+	type kindCount struct {
+		attempts, answered int
+		unanswered         []int64 // latencies of the attempts not answered ok
+		toFaulted          int     // attempts sent to a node the fault hit
+		answeredFaulted    int
+	}
+	var allIDs []string
+	for _, id := range p.NodeIDs {
+		if !slices.Contains(allIDs, id) {
+			allIDs = append(allIDs, id)
+		}
+	}
+	hit := make([][]string, len(ivs))
+	for i, iv := range ivs {
+		hit[i] = faultedNodes(iv, allIDs)
+	}
+	kinds := map[string]*kindCount{}
+	for _, iv := range ivs {
+		if kinds[iv.Name] == nil {
+			kinds[iv.Name] = &kindCount{}
+		}
+	}
+	var seen []string
 	type rec struct {
 		tried     bool
 		recovered bool
@@ -55,6 +95,26 @@ func Availability(h history.History, p Params) Result {
 			during++
 			if ok {
 				duringOK++
+			}
+			seen = seen[:0]
+			for i, iv := range ivs {
+				if !iv.Contains(op.Invoke) || slices.Contains(seen, iv.Name) {
+					continue
+				}
+				seen = append(seen, iv.Name)
+				k := kinds[iv.Name]
+				k.attempts++
+				if ok {
+					k.answered++
+				} else {
+					k.unanswered = append(k.unanswered, op.Complete-op.Invoke)
+				}
+				if id, known := p.NodeIDs[op.Node]; known && slices.Contains(hit[i], id) {
+					k.toFaulted++
+					if ok {
+						k.answeredFaulted++
+					}
+				}
 			}
 		} else {
 			outside++
@@ -108,6 +168,21 @@ func Availability(h history.History, p Params) Result {
 	r.set("ops_during_faults", during)
 	r.set("ok_during_faults", duringOK)
 	r.set("availability_during_faults", frac(duringOK, during))
+	for _, name := range sortedKeys(kinds) {
+		k := kinds[name]
+		r.set("attempts_during_"+name, k.attempts)
+		r.set("answered_during_"+name, k.answered)
+		r.set("availability_during_"+name, frac(k.answered, k.attempts))
+		if p.NodeIDs != nil {
+			r.set("to_faulted_during_"+name, k.toFaulted)
+			r.set("answered_to_faulted_during_"+name, k.answeredFaulted)
+		}
+		if len(k.unanswered) > 0 {
+			slices.Sort(k.unanswered)
+			r.set("unanswered_p50_ms_during_"+name, ms(k.unanswered[len(k.unanswered)/2]))
+			r.set("unanswered_max_ms_during_"+name, ms(k.unanswered[len(k.unanswered)-1]))
+		}
+	}
 	r.set("ops_outside_faults", outside)
 	r.set("ok_outside_faults", outsideOK)
 	r.set("availability_outside_faults", frac(outsideOK, outside))
@@ -121,4 +196,60 @@ func Availability(h history.History, p Params) Result {
 		r.set("max_recovery_ms", ms(limit))
 	}
 	return r.result()
+}
+
+// faultedNodes returns the ids of the nodes a fault hit, as its start
+// event's detail names them: "nodes" (killed, paused, stopped: a
+// comma-separated list) or "node" (a skewed clock), or, for a partition
+// ("cut": pairs "a|b" that cannot talk), the nodes cut off from every
+// majority, i.e. in a connected part of at most half of all (the ids of
+// all nodes). Nil if the detail says none.
+func faultedNodes(iv history.Interval, all []string) []string {
+	if v := iv.Detail["nodes"]; v != "" {
+		return strings.Split(v, ",")
+	}
+	if v := iv.Detail["node"]; v != "" {
+		return []string{v}
+	}
+	cut := iv.Detail["cut"]
+	if cut == "" || len(all) == 0 {
+		return nil
+	}
+	blocked := map[[2]string]bool{}
+	for _, pair := range strings.Split(cut, ",") {
+		a, b, ok := strings.Cut(pair, "|")
+		if ok {
+			blocked[[2]string{a, b}], blocked[[2]string{b, a}] = true, true
+		}
+	}
+	ids := slices.Sorted(slices.Values(all))
+	part := map[string]int{}
+	var sizes []int
+	for _, start := range ids {
+		if _, done := part[start]; done {
+			continue
+		}
+		p := len(sizes)
+		sizes = append(sizes, 0)
+		stack := []string{start}
+		part[start] = p
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			sizes[p]++
+			for _, y := range ids {
+				if _, done := part[y]; !done && !blocked[[2]string{x, y}] {
+					part[y] = p
+					stack = append(stack, y)
+				}
+			}
+		}
+	}
+	var out []string
+	for _, id := range ids {
+		if 2*sizes[part[id]] <= len(ids) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -62,6 +62,11 @@ type Params struct {
 	// policy with rate 0 for the whole run, and the history must end with
 	// a read of its balance.
 	AccountKeys []string
+	// NodeIDs maps the address an op was sent to (Op.Node) to the node's
+	// id as the nemesis events name it ("n1", ...). With it, Availability
+	// also counts the attempts sent to the node(s) each fault hit. Nil:
+	// not counted.
+	NodeIDs map[string]string
 	// MaxRecovery is the longest a key may take, after the last fault is
 	// healed, to get an ok answer. Zero: DefaultMaxRecovery. Negative: no
 	// limit.

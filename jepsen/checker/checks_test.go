@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -260,6 +261,28 @@ func TestAvailability(t *testing.T) {
 	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
 }
 
+func TestFaultedNodes(t *testing.T) {
+	three := []string{"n1", "n2", "n3"}
+	five := []string{"n1", "n2", "n3", "n4", "n5"}
+	iv := func(detail map[string]string) history.Interval { return history.Interval{Detail: detail} }
+	for _, tc := range []struct {
+		detail map[string]string
+		all    []string
+		want   []string
+	}{
+		{map[string]string{"nodes": "n3", "signal": "KILL"}, three, []string{"n3"}},
+		{map[string]string{"nodes": "n1,n4"}, five, []string{"n1", "n4"}},
+		{map[string]string{"node": "n2", "offset_ns": "250000000"}, three, []string{"n2"}},
+		{map[string]string{"cut": "n1|n2,n2|n3"}, three, []string{"n2"}},                              // one isolated
+		{map[string]string{"cut": "n1|n3,n1|n4,n2|n3,n2|n4,n1|n5,n2|n5"}, five, []string{"n1", "n2"}}, // halves: the minority
+		{map[string]string{"cut": "n1|n3,n1|n4,n2|n4,n2|n5,n3|n5"}, five, nil},                        // a ring: everyone reaches a majority
+		{map[string]string{"cut": "n1|n2"}, nil, nil},                                                 // no node ids
+		{nil, three, nil},
+	} {
+		assert.Equal(t, tc.want, faultedNodes(iv(tc.detail), tc.all), "%v", tc.detail)
+	}
+}
+
 func TestWellFormed(t *testing.T) {
 	runCases(t, WellFormed, []checkCase{
 		{name: "well formed", valid: true, h: hist(burst(0, 5, "n1")...)},
@@ -287,4 +310,87 @@ func TestCheckAll(t *testing.T) {
 	assert.False(t, Valid(bad))
 	assert.False(t, bad[1].Valid, "linearizable")
 	assert.False(t, bad[4].Valid, "over-admission")
+}
+
+// TestAvailabilityPerNemesis checks the per-attempt figures per nemesis
+// kind on a hand-built history: every attempt (retries, refusals and
+// unknown outcomes included) counts once for each kind whose interval
+// contains its invoke, and once overall.
+func TestAvailabilityPerNemesis(t *testing.T) {
+	ev := func(name, phase string, d time.Duration) history.Event {
+		return history.Event{Time: at(d), Kind: history.KindNemesis, Name: name, Phase: phase, Detail: map[string]string{"nodes": "n1"}}
+	}
+	attempt := func(inv, done time.Duration, o string, n string) history.Op {
+		op := with(unknown(inv, done), outcome(o), node(n), reqID(fmt.Sprintf("r%d", inv/msec)))
+		if o == history.OutcomeOK {
+			op = with(allowed(inv, done, inv, 4), node(n))
+		}
+		return op
+	}
+	ok, fail, info := history.OutcomeOK, history.OutcomeFail, history.OutcomeInfo
+	h := hist(
+		attempt(0, msec, ok, "n1"), // before any fault
+		// kill [100ms, 1s]: 4 attempts, 2 answered; the two that were not
+		// took 1ms (refused at once) and 900ms (held to the deadline).
+		attempt(150*msec, 151*msec, fail, "n1"),
+		attempt(152*msec, 160*msec, ok, "n2"),
+		attempt(200*msec, 1100*msec, info, "n1"),
+		attempt(300*msec, 310*msec, ok, "n3"),
+		// partition-leader [2s, 3s] overlapping clock-bump [2.5s, 4s]
+		attempt(2100*msec, 2110*msec, ok, "n2"),
+		attempt(2200*msec, 2300*msec, fail, "n1"),
+		attempt(2600*msec, 2610*msec, ok, "n2"), // in both
+		attempt(3500*msec, 3510*msec, ok, "n3"), // clock-bump only
+		attempt(5000*msec, 5010*msec, ok, "n1"), // after every fault
+	)
+	h.Events = []history.Event{
+		ev("kill", history.PhaseStart, 100*msec), ev("kill", history.PhaseStop, 1000*msec),
+		ev("partition-leader", history.PhaseStart, 2000*msec), ev("clock-bump", history.PhaseStart, 2500*msec),
+		ev("partition-leader", history.PhaseStop, 3000*msec), ev("clock-bump", history.PhaseStop, 4000*msec),
+	}
+	res := Availability(h, params())
+	require.True(t, res.Valid, res.Failures)
+	s := res.Summary
+	assert.Equal(t, 8, s["ops_during_faults"], "each attempt once overall")
+	assert.Equal(t, 5, s["ok_during_faults"])
+	assert.Equal(t, 5.0/8, s["availability_during_faults"])
+
+	assert.Equal(t, 4, s["attempts_during_kill"])
+	assert.Equal(t, 2, s["answered_during_kill"])
+	assert.Equal(t, 0.5, s["availability_during_kill"])
+	assert.Equal(t, 900.0, s["unanswered_max_ms_during_kill"])
+	assert.Equal(t, 900.0, s["unanswered_p50_ms_during_kill"], "upper median of 1ms and 900ms")
+
+	assert.Equal(t, 3, s["attempts_during_partition-leader"])
+	assert.Equal(t, 2, s["answered_during_partition-leader"])
+	assert.Equal(t, 2.0/3, s["availability_during_partition-leader"])
+	assert.Equal(t, 100.0, s["unanswered_max_ms_during_partition-leader"])
+
+	assert.Equal(t, 2, s["attempts_during_clock-bump"])
+	assert.Equal(t, 2, s["answered_during_clock-bump"])
+	assert.Equal(t, 1.0, s["availability_during_clock-bump"])
+	assert.NotContains(t, s, "unanswered_max_ms_during_clock-bump", "nothing unanswered")
+
+	assert.Equal(t, 2, s["ops_outside_faults"])
+	assert.Equal(t, 1.0, s["availability_outside_faults"])
+
+	assert.NotContains(t, s, "to_faulted_during_kill", "no node ids: not counted")
+
+	// With the node ids: of the kill's attempts two went to the killed n1,
+	// none answered; n1 is the one cut off by the partition too.
+	h.Events[2].Detail = map[string]string{"cut": "n1|n2,n1|n3"}
+	p := params()
+	p.NodeIDs = map[string]string{"n1": "n1", "n2": "n2", "n3": "n3"}
+	s = Availability(h, p).Summary
+	assert.Equal(t, 2, s["to_faulted_during_kill"])
+	assert.Equal(t, 0, s["answered_to_faulted_during_kill"])
+	assert.Equal(t, 1, s["to_faulted_during_partition-leader"])
+	assert.Equal(t, 0, s["answered_to_faulted_during_partition-leader"])
+	assert.Equal(t, 0, s["to_faulted_during_clock-bump"], "its detail names n1, no attempt went there")
+
+	// A kind whose faults saw no attempt reports 0 of 0 as fully available.
+	h.Events = append(h.Events, ev("pause", history.PhaseStart, 10*time.Second), ev("pause", history.PhaseStop, 11*time.Second))
+	s = Availability(h, params()).Summary
+	assert.Equal(t, 0, s["attempts_during_pause"])
+	assert.Equal(t, 1.0, s["availability_during_pause"])
 }

@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	wcfg := workload.Config{
-		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
+		Targets: targets, Groups: cfg.Groups, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
 		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
 		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction, Ambiguous503: cfg.Ambiguous503,
@@ -339,6 +339,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","),
 		},
 	}
+	var urls []string
+	for i := 1; i <= cfg.Nodes; i++ {
+		urls = append(urls, c.NodeID(i)+"="+c.NodeURL(i))
+	}
+	h.Meta["node_urls"] = strings.Join(urls, ",")
 	for _, e := range c.Events() {
 		h.Events = append(h.Events, history.Event{Time: e.Time, Kind: history.KindNemesis, Name: e.Name, Phase: e.Phase, Detail: e.Detail})
 	}
@@ -490,7 +495,33 @@ func ParamsFor(h history.History) (checker.Params, error) {
 			accounts = append(accounts, workload.AccountKey(i))
 		}
 	}
-	return checker.Params{Default: bucket.BuiltinDefault, Tiers: tiers, KeyTiers: keyTiers, AccountKeys: accounts}, nil
+	return checker.Params{Default: bucket.BuiltinDefault, Tiers: tiers, KeyTiers: keyTiers, AccountKeys: accounts, NodeIDs: nodeIDs(h.Meta)}, nil
+}
+
+// nodeIDs maps each node's URL to its id, from the history's "node_urls"
+// ("n1=http://...,n2=..."), or for a history written before it was
+// recorded, from the addresses jepsen/control gives node i (10.77.0.1i
+// with namespaces, 127.0.0.1i without, port 7070).
+func nodeIDs(meta map[string]string) map[string]string {
+	out := map[string]string{}
+	if v := meta["node_urls"]; v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			if id, url, ok := strings.Cut(kv, "="); ok {
+				out[url] = id
+			}
+		}
+		return out
+	}
+	var nodes int
+	if _, err := fmt.Sscan(meta["nodes"], &nodes); err != nil {
+		return nil
+	}
+	for i := 1; i <= nodes; i++ {
+		for _, ip := range []string{"10.77.0.%d", "127.0.0.%d"} {
+			out[fmt.Sprintf("http://"+ip+":%d", 10+i, control.HTTPPort)] = fmt.Sprintf("n%d", i)
+		}
+	}
+	return out
 }
 
 // Recheck runs the checkers again on a results folder written by Run (for

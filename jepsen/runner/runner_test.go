@@ -94,3 +94,12 @@ func TestNegativeControl(t *testing.T) {
 	assert.False(t, result(t, s, "linearizable").Valid, "linearizability must catch local decisions")
 	assert.False(t, result(t, s, "over-admission").Valid, "the bound must be exceeded")
 }
+
+func TestNodeIDs(t *testing.T) {
+	assert.Equal(t, map[string]string{"http://10.77.0.11:7070": "n1", "http://10.77.0.12:7070": "n2"},
+		nodeIDs(map[string]string{"node_urls": "n1=http://10.77.0.11:7070,n2=http://10.77.0.12:7070", "nodes": "2"}))
+	old := nodeIDs(map[string]string{"nodes": "3"})
+	assert.Equal(t, "n3", old["http://10.77.0.13:7070"], "a history written before node_urls: jepsen/control's addresses")
+	assert.Equal(t, "n1", old["http://127.0.0.11:7070"])
+	assert.Nil(t, nodeIDs(map[string]string{}))
+}

@@ -29,8 +29,16 @@ import (
 // Config describes one workload run. Every loop it starts is bounded by
 // Duration and MaxOps.
 type Config struct {
-	// Targets are the nodes' base URLs; each attempt picks one at random.
+	// Targets are the nodes' base URLs. Attempts are spread over them at
+	// random, except that a node that just failed an attempt is skipped
+	// for a short while and a retry goes to another node at once (see
+	// router): the caller a production client is.
 	Targets []string
+	// Groups is the cluster's number of data groups (0: unknown). With it,
+	// a node that answers a key "unavailable" is skipped for that key's
+	// group only: a group whose leader was just killed is leaderless on
+	// every node, and the node may serve the other groups well.
+	Groups int
 	// HTTP is the client used for every call (its transport decides which
 	// network namespace connections come from).
 	HTTP *http.Client
@@ -113,6 +121,7 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 		ops   []history.Op
 		count int
 		wg    sync.WaitGroup
+		rt    = newRouter(cfg)
 	)
 	for p := range cfg.Workers {
 		wg.Add(1)
@@ -141,7 +150,7 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 				if rng.IntN(10) == 0 {
 					cost = int64(rng.IntN(3)) // now and then a peek or a cost of 2
 				}
-				attempts := do(ctx, cfg, rng, history.Op{Process: p, Key: key, Kind: history.KindAllow, Cost: cost, RequestID: id})
+				attempts := do(ctx, cfg, rt, rng, history.Op{Process: p, Key: key, Kind: history.KindAllow, Cost: cost, RequestID: id})
 				mu.Lock()
 				ops = append(ops, attempts...)
 				mu.Unlock()
@@ -161,24 +170,42 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 
 // do performs one logical operation and returns its attempts: one, then,
 // if it carries a request id, retries with the same id while no attempt
-// got a decision and none was refused (4xx), for up to RetryFor. After an
-// ok answer it sends the request once more with probability
-// RepeatFraction (a "repeat" probe).
-func do(ctx context.Context, cfg Config, rng *rand.Rand, op history.Op) []history.Op {
+// got a decision and none was refused (4xx), for up to RetryFor. Each
+// attempt goes where rt says; a retry goes at once to a node this
+// operation has not tried yet, and only once it has tried every node does
+// it wait (20 ms, doubling to 500 ms) and start over. After an ok answer
+// it sends the request once more with probability RepeatFraction (a
+// "repeat" probe).
+func do(ctx context.Context, cfg Config, rt *router, rng *rand.Rand, op history.Op) []history.Op {
 	deadline := cfg.Now().Add(cfg.RetryFor)
 	backoff := 20 * time.Millisecond
+	group := rt.groupOf(op.Key)
 	var out []history.Op
+	var tried []int
+	send := func(a history.Op) history.Op {
+		node := rt.pick(rng, group, tried)
+		if node < 0 {
+			tried = tried[:0]
+			node = rt.pick(rng, group, nil)
+		}
+		tried = append(tried, node)
+		a.Node = cfg.Targets[node]
+		a = attemptOnce(context.WithoutCancel(ctx), cfg, a)
+		rt.report(node, group, a)
+		return a
+	}
 	for attempt := 0; ; attempt++ {
 		a := op
-		a.Attempt, a.Node = attempt, cfg.Targets[rng.IntN(len(cfg.Targets))]
-		a = attemptOnce(context.WithoutCancel(ctx), cfg, a)
+		a.Attempt = attempt
+		a = send(a)
 		out = append(out, a)
 		switch {
 		case a.Outcome == history.OutcomeOK:
 			if op.RequestID != "" && rng.Float64() < cfg.RepeatFraction {
 				r := op
-				r.Attempt, r.Node, r.Probe = attempt+1, cfg.Targets[rng.IntN(len(cfg.Targets))], "repeat"
-				out = append(out, attemptOnce(context.WithoutCancel(ctx), cfg, r))
+				r.Attempt, r.Probe = attempt+1, "repeat"
+				tried = tried[:0]
+				out = append(out, send(r))
 			}
 			return out
 		case refused(a), op.RequestID == "":
@@ -189,6 +216,10 @@ func do(ctx context.Context, cfg Config, rng *rand.Rand, op history.Op) []histor
 		if cfg.Now().After(deadline) || ctx.Err() != nil {
 			return out
 		}
+		if len(tried) < len(cfg.Targets) {
+			continue // another node at once
+		}
+		tried = tried[:0]
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quorate/quorate/jepsen/checker"
 	"github.com/quorate/quorate/jepsen/runner"
 )
 
@@ -188,6 +189,13 @@ func printSummary(w io.Writer, s runner.Summary) {
 	}
 	tw.Flush()
 	for _, r := range s.Results {
+		if r.Name == "availability" {
+			if line := perNemesis(r); line != "" {
+				fmt.Fprintf(w, "   answered / attempted during faults: %s\n", line)
+			}
+		}
+	}
+	for _, r := range s.Results {
 		for i, f := range r.Failures {
 			if i == 3 {
 				fmt.Fprintf(w, "   %s: ... %d more\n", r.Name, len(r.Failures)-3)
@@ -203,9 +211,49 @@ func printSummary(w io.Writer, s runner.Summary) {
 	fmt.Fprintf(w, "   verdict: %s\n", verdict)
 }
 
+// perNemesis renders the availability checker's per-nemesis figures:
+// attempts answered with a decision among those invoked during each kind
+// of fault, then over all faults.
+func perNemesis(r checker.Result) string {
+	var parts []string
+	for _, k := range sortedKeys(r.Summary) {
+		name, ok := strings.CutPrefix(k, "attempts_during_")
+		if !ok {
+			continue
+		}
+		part := fmt.Sprintf("%s %.2f%% (%.0f/%.0f", name, 100*num(r, "availability_during_"+name), num(r, "answered_during_"+name), num(r, k))
+		if _, ok := r.Summary["to_faulted_during_"+name]; ok && num(r, k) > 0 {
+			part += fmt.Sprintf("; %.1f%% sent to the faulted node, %.0f answered", 100*num(r, "to_faulted_during_"+name)/num(r, k), num(r, "answered_to_faulted_during_"+name))
+		}
+		if _, ok := r.Summary["unanswered_max_ms_during_"+name]; ok {
+			part += fmt.Sprintf("; unanswered p50 %.0f ms, max %.0f ms", num(r, "unanswered_p50_ms_during_"+name), num(r, "unanswered_max_ms_during_"+name))
+		}
+		parts = append(parts, part+")")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	parts = append(parts, fmt.Sprintf("all faults %.2f%% (%.0f/%.0f)", 100*num(r, "availability_during_faults"), num(r, "ok_during_faults"), num(r, "ops_during_faults")))
+	return strings.Join(parts, ", ")
+}
+
+// perNemesisKey reports whether k is one of the availability checker's
+// per-nemesis figures, which perNemesis prints on a line of their own.
+func perNemesisKey(k string) bool {
+	for _, p := range []string{"attempts_during_", "answered_during_", "availability_during_", "unanswered_p50_ms_during_", "unanswered_max_ms_during_", "to_faulted_during_", "answered_to_faulted_during_"} {
+		if rest, ok := strings.CutPrefix(k, p); ok && rest != "faults" {
+			return true
+		}
+	}
+	return false
+}
+
 func compact(m map[string]any) string {
 	var parts []string
 	for _, k := range sortedKeys(m) {
+		if perNemesisKey(k) {
+			continue
+		}
 		switch v := m[k].(type) {
 		case float64:
 			parts = append(parts, fmt.Sprintf("%s=%.4g", k, v))

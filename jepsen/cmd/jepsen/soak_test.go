@@ -37,3 +37,21 @@ func TestSoakTable(t *testing.T) {
 	require.Len(t, lines, 4, b.String())
 	assert.Regexp(t, `restart\s+2\s+1\s+0\s+0\s+0\s+1\s+0\s+0\.9700\s+0\.9600\s+3 / 0\s+3 \(0\.150%\)\s+0\.200%`, lines[3])
 }
+
+func TestPerNemesis(t *testing.T) {
+	// As read back from summary.json: every number a float64.
+	r := checker.Result{Name: "availability", Valid: true, Summary: map[string]any{
+		"attempts_during_kill": 200.0, "answered_during_kill": 190.0, "availability_during_kill": 0.95,
+		"unanswered_p50_ms_during_kill": 1000.0, "unanswered_max_ms_during_kill": 1503.0,
+		"to_faulted_during_kill": 10.0, "answered_to_faulted_during_kill": 0.0,
+		"attempts_during_pause": 10.0, "answered_during_pause": 10.0, "availability_during_pause": 1.0,
+		"ops_during_faults": 210.0, "ok_during_faults": 200.0, "availability_during_faults": 200.0 / 210,
+		"recovery_max_ms": 12.0,
+	}}
+	assert.Equal(t, "kill 95.00% (190/200; 5.0% sent to the faulted node, 0 answered; unanswered p50 1000 ms, max 1503 ms), pause 100.00% (10/10), all faults 95.24% (200/210)", perNemesis(r))
+	c := compact(r.Summary)
+	assert.Contains(t, c, "availability_during_faults=0.9524")
+	assert.Contains(t, c, "recovery_max_ms=12")
+	assert.NotContains(t, c, "kill")
+	assert.Empty(t, perNemesis(checker.Result{Name: "availability", Summary: map[string]any{"ops_during_faults": 0}}))
+}
