@@ -32,9 +32,24 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 				return newGubernatorCaller(hc, target, cfg.policy), nil
 			}, tr.CloseIdleConnections, nil
 		}
+		if !cfg.route {
+			return func(target string) (caller, error) {
+				return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}, nil
+			}, tr.CloseIdleConnections, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r, err := newRouter(ctx, hc, cfg.targets[0])
+		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		go r.run(ctx)
 		return func(target string) (caller, error) {
-			return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}, nil
-		}, tr.CloseIdleConnections, nil
+				return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), route: r}, nil
+			}, func() {
+				cancel()
+				tr.CloseIdleConnections()
+			}, nil
 	case "redis":
 		sha, err := loadRedisScript(cfg.targets[0])
 		if err != nil {
@@ -54,11 +69,13 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 	return nil, nil, fmt.Errorf("-mode %q: want quorate, gubernator or redis", cfg.mode)
 }
 
-// quorateCaller posts to /v1/allow, or /v1/allow/batch when batch is set.
+// quorateCaller posts to /v1/allow, or /v1/allow/batch when batch is set;
+// with a router, each decision goes to its group's leader.
 type quorateCaller struct {
 	hc     *http.Client
 	target string
 	batch  bool
+	route  *router
 	buf    []byte
 }
 
@@ -73,7 +90,11 @@ func (q *quorateCaller) call(ctx context.Context, keys []string) (int, error) {
 		var out struct {
 			Allowed bool `json:"allowed"`
 		}
-		if err := postJSON(ctx, q.hc, q.target+"/v1/allow", b, &out); err != nil {
+		target := q.target
+		if q.route != nil {
+			target = q.route.target(keys[0], target)
+		}
+		if err := postJSON(ctx, q.hc, target+"/v1/allow", b, &out); err != nil {
 			return 0, err
 		}
 		return boolInt(out.Allowed), nil

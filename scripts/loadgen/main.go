@@ -87,6 +87,8 @@ type config struct {
 	probeURLs []string
 	// token is sent as a bearer token to quorate targets and /metrics.
 	token string
+	// route sends each decision to its group's leader (GET /v1/routes).
+	route bool
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -109,6 +111,7 @@ func run(args []string, stdout io.Writer) error {
 	label := fs.String("label", "", "name of the target in the JSON result and the report")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
+	route := fs.Bool("route", false, "send each decision straight to its group's leader, read from GET /v1/routes of the first target (quorate mode, one decision per call)")
 	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,6 +124,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate") {
 		return errors.New("-batch must be 1..1000, and above 1 only in quorate mode")
+	}
+	if *route && (*mode != "quorate" || *batch > 1) {
+		return errors.New("-route needs -mode quorate and -batch 1")
 	}
 	if !prefixRE.MatchString(*prefix) {
 		return fmt.Errorf("-prefix %q: use letters, digits, '.', '_' and '-'", *prefix)
@@ -138,7 +144,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
-		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token,
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, route: *route,
 	}
 	for i := range *keys {
 		cfg.keys = append(cfg.keys, *prefix+"-"+strconv.Itoa(i))
