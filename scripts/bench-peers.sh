@@ -6,7 +6,9 @@
 #   quorate-1 STORE    one node, --log-store STORE for each of LOG_STORES
 #   quorate-3 STORE    a 3-node cluster (scripts/cluster.sh), connections spread
 #                      over the nodes, the first of LOG_STORES; with mutual TLS
-#                      and encrypted gossip, then again without ("no TLS")
+#                      and encrypted gossip, then again without ("no TLS");
+#                      each round-robin, then "routed" (loadgen -route: every
+#                      decision sent to its group's leader from GET /v1/routes)
 # and with PEERS=1 also the limiters one would pick instead, installed when
 # missing (Debian's redis-server with apt-get; gubernator with go install):
 #   redis              Redis 7, one node, AOF with appendfsync always, a Lua token bucket
@@ -117,7 +119,7 @@ measure() {
   local label=$1 mode=$2 targets=$3 ps=$4 metrics=$5 conns=$6 keys=$7 batch=$8
   printf '  %-18s %3s conns, %5s keys, batch %4s: ' "$label" "$conns" "$keys" "$batch" >&2
   ./bin/loadgen -label "$label" -mode "$mode" -targets "$targets" -pids "$ps" -metrics "$metrics" \
-    -c "$conns" -keys "$keys" -batch "$batch" -duration "$DURATION" -prefix "k$conns-$keys-$batch" -json >"$dir/run.json"
+    -c "$conns" -keys "$keys" -batch "$batch" -duration "$DURATION" -prefix "k$conns-$keys-$batch" ${LOADGEN_ARGS:-} -json >"$dir/run.json"
   cat "$dir/run.json" >>"$runs"
   awk -F': ' '/"per_second"/ {printf "%.0f decisions/s\n", $2}' "$dir/run.json" >&2
 }
@@ -176,6 +178,9 @@ for security in $SECURITY_MODES; do
   cpids=$(cat "$QUORATE_CLUSTER_DIR"/node{1,2,3}.pid | paste -sd,)
   urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
   QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") workloads "$label" quorate "$urls" "$cpids" "$urls"
+  # Again as a leader-aware client: each decision straight to its group's
+  # leader (GET /v1/routes), no forwarding hop.
+  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") LOADGEN_ARGS=-route workloads "$label, routed" quorate "$urls" "$cpids" "$urls"
   scripts/cluster.sh down >/dev/null
   cluster_up=""
 done
