@@ -80,7 +80,7 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 	if err := reg.Register(m.refusals); err != nil {
 		return err
 	}
-	if err := reg.Register(newPortMetrics(m.node.mux)); err != nil {
+	if err := reg.Register(newPortMetrics(m.node.mux, m.node.net)); err != nil {
 		return err
 	}
 	return reg.Register(m)

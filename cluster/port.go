@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/transport/raftmux"
+	"github.com/quorate/quorate/transport/raftnet"
 )
 
 // muxOptions configures the raft port: mutual TLS if the node has cluster
@@ -28,17 +29,29 @@ func muxOptions(o Options, logger *slog.Logger) raftmux.Options {
 	return mo
 }
 
-// portMetrics exports the raft port's stream counts (raftmux.Stats).
+// portMetrics exports the raft port's stream counts (raftmux.Stats) and
+// the shared connections' traffic (raftnet.Stats).
 type portMetrics struct {
 	mux     *raftmux.Mux
+	net     *raftnet.Net
 	open    *prometheus.Desc
 	pending *prometheus.Desc
 	refused *prometheus.Desc
+	frames  *prometheus.Desc
+	writes  *prometheus.Desc
+	dials   *prometheus.Desc
 }
 
-func newPortMetrics(m *raftmux.Mux) *portMetrics {
+func newPortMetrics(m *raftmux.Mux, n *raftnet.Net) *portMetrics {
 	return &portMetrics{
-		mux:     m,
+		mux: m,
+		net: n,
+		frames: prometheus.NewDesc("quorate_raftnet_requests_total",
+			"Requests this node sent to its peers on the shared connections (every group's raft RPCs and forwarded calls), by whether they waited for the tick (lazy: heartbeats and empty appends) or not.",
+			[]string{"kind"}, nil),
+		writes: prometheus.NewDesc("quorate_raftnet_writes_total",
+			"Writes that carried this node's requests to its peers (requests / writes is the coalescing factor), or its answers to theirs.", []string{"dir"}, nil),
+		dials:   prometheus.NewDesc("quorate_raftnet_dials_total", "Connections this node dialled to its peers, by result.", []string{"result"}, nil),
 		open:    prometheus.NewDesc("quorate_raft_port_streams", "Streams open on the raft port (raft, internal RPC), including those still in their handshake.", nil, nil),
 		pending: prometheus.NewDesc("quorate_raft_port_pending_streams", "Connections to the raft port still in their TLS handshake or header.", nil, nil),
 		refused: prometheus.NewDesc("quorate_raft_port_refused_total",
@@ -52,6 +65,9 @@ func (p *portMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- p.open
 	ch <- p.pending
 	ch <- p.refused
+	ch <- p.frames
+	ch <- p.writes
+	ch <- p.dials
 }
 
 // Collect implements prometheus.Collector.
@@ -62,4 +78,11 @@ func (p *portMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range raftmux.Reasons {
 		ch <- prometheus.MustNewConstMetric(p.refused, prometheus.CounterValue, float64(st.Refused[r]), string(r))
 	}
+	ns := p.net.Stats()
+	ch <- prometheus.MustNewConstMetric(p.frames, prometheus.CounterValue, float64(ns.Lazy), "lazy")
+	ch <- prometheus.MustNewConstMetric(p.frames, prometheus.CounterValue, float64(ns.Requests-min(ns.Lazy, ns.Requests)), "urgent")
+	ch <- prometheus.MustNewConstMetric(p.writes, prometheus.CounterValue, float64(ns.Writes), "requests")
+	ch <- prometheus.MustNewConstMetric(p.writes, prometheus.CounterValue, float64(ns.ServedWrites), "answers")
+	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.Dials-min(ns.DialFailures, ns.Dials)), "ok")
+	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.DialFailures), "failed")
 }
