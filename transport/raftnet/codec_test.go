@@ -153,3 +153,15 @@ func TestFramesRejectWhatTheyCannotParse(t *testing.T) {
 	_, err = appendResponse(nil, kindRequestVote, &raft.AppendEntriesResponse{})
 	assert.Error(t, err, "an answer of the wrong type")
 }
+
+func TestHurryMakesEmptyRequestsUrgentForAWhile(t *testing.T) {
+	tr := &Transport{}
+	assert.True(t, tr.lazy(0), "a request without entries waits for the tick")
+	assert.False(t, tr.lazy(3), "entries never wait")
+	tr.Hurry(time.Hour)
+	assert.False(t, tr.lazy(0), "hurried")
+	tr.Hurry(time.Nanosecond)
+	assert.False(t, tr.lazy(0), "a shorter hurry does not cut a longer one short")
+	tr.hurry.Store(time.Now().Add(-time.Second).UnixNano())
+	assert.True(t, tr.lazy(0), "once the hurry is over, waiting again")
+}
