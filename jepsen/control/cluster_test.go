@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/internal/clusterview"
 )
 
 // testCluster is a Cluster that is never set up: its binary is a stub and
@@ -195,25 +197,28 @@ func TestSupports(t *testing.T) {
 }
 
 func TestCheckViews(t *testing.T) {
-	lead := func(id string, term uint64, voters ...string) groupView {
-		return groupView{ID: id, State: "Leader", Term: term, Voters: voters}
+	lead := func(id string, term uint64, voters ...string) clusterview.Group {
+		return clusterview.Group{ID: id, State: "Leader", Term: term, Voters: voters}
 	}
-	follow := func(id, leader string) groupView { return groupView{ID: id, State: "Follower", Leader: leader} }
-	ready := map[int]clusterView{
-		1: {NodeID: "n1", Groups: []groupView{lead("meta", 2, "n1", "n2", "n3"), follow("0", "n2")}},
-		2: {NodeID: "n2", Groups: []groupView{follow("meta", "n1"), lead("0", 3, "n1", "n2", "n3")}},
+	follow := func(id, leader string) clusterview.Group {
+		return clusterview.Group{ID: id, State: "Follower", Leader: leader}
+	}
+	ready := map[int]clusterview.View{
+		1: {NodeID: "n1", Groups: []clusterview.Group{lead("meta", 2, "n1", "n2", "n3"), follow("0", "n2")}},
+		2: {NodeID: "n2", Groups: []clusterview.Group{follow("meta", "n1"), lead("0", 3, "n1", "n2", "n3")}},
 	}
 	assert.NoError(t, checkViews(ready, 3))
 	assert.ErrorContains(t, checkViews(ready, 2), "voters")
-	noLeader := map[int]clusterView{1: {Groups: []groupView{lead("meta", 2, "n1", "n2", "n3"), follow("0", "")}}}
+	noLeader := map[int]clusterview.View{1: {Groups: []clusterview.Group{lead("meta", 2, "n1", "n2", "n3"), follow("0", "")}}}
 	assert.ErrorContains(t, checkViews(noLeader, 3), "group 0: no leader")
-	assert.Error(t, checkViews(map[int]clusterView{}, 3))
+	assert.Error(t, checkViews(map[int]clusterview.View{}, 3))
 
 	// Two self-reported leaders: the higher term wins.
-	split := map[int]clusterView{
-		1: {Groups: []groupView{lead("0", 4, "n1", "n2", "n3")}},
-		3: {Groups: []groupView{lead("0", 7, "n1", "n2", "n3")}},
+	split := map[int]clusterview.View{
+		1: {Groups: []clusterview.Group{lead("0", 4, "n1", "n2", "n3")}},
+		3: {Groups: []clusterview.Group{lead("0", 7, "n1", "n2", "n3")}},
 	}
-	l, _ := leaderIn(split, "0")
-	assert.Equal(t, 3, l)
+	assert.NoError(t, checkViews(split, 3))
+	split[3].Groups[0].Voters = split[3].Groups[0].Voters[:2]
+	assert.ErrorContains(t, checkViews(split, 3), "group 0: leader n3 has voters [n1 n2], want 3", "the leader of the higher term is the one checked")
 }

@@ -11,27 +11,13 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/quorate/quorate/internal/clusterview"
 )
 
 // requestTimeout bounds each control request to a node.
 const requestTimeout = 2 * time.Second
-
-// clusterView is the part of GET /v1/cluster the harness reads: one
-// node's view of every group.
-type clusterView struct {
-	NodeID string      `json:"node_id"`
-	Groups []groupView `json:"groups"`
-}
-
-type groupView struct {
-	ID     string   `json:"id"`
-	State  string   `json:"state"`
-	Leader string   `json:"leader"`
-	Term   uint64   `json:"term"`
-	Voters []string `json:"voters"`
-}
 
 // do sends one request and returns the status and body. A nil body sends
 // none; otherwise it is JSON.
@@ -59,8 +45,8 @@ func (c *Cluster) do(ctx context.Context, method, url string, body []byte, timeo
 }
 
 // view asks node i for GET /v1/cluster.
-func (c *Cluster) view(ctx context.Context, i int) (clusterView, error) {
-	var v clusterView
+func (c *Cluster) view(ctx context.Context, i int) (clusterview.View, error) {
+	var v clusterview.View
 	code, body, err := c.do(ctx, http.MethodGet, c.NodeURL(i)+"/v1/cluster", nil, requestTimeout)
 	if err != nil {
 		return v, err
@@ -84,38 +70,8 @@ func (c *Cluster) reachable() []int {
 
 // views asks each of nodes for its view, concurrently; nodes that fail
 // are left out, with their errors.
-func (c *Cluster) views(ctx context.Context, nodes []int) (map[int]clusterView, map[int]error) {
-	var mu sync.Mutex
-	vs, errs := map[int]clusterView{}, map[int]error{}
-	var wg sync.WaitGroup
-	for _, i := range nodes {
-		wg.Go(func() {
-			v, err := c.view(ctx, i)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[i] = err
-			} else {
-				vs[i] = v
-			}
-		})
-	}
-	wg.Wait()
-	return vs, errs
-}
-
-// leaderIn returns the node that reports itself leader of gid with the
-// highest term among views, or 0.
-func leaderIn(views map[int]clusterView, gid string) (node int, voters []string) {
-	var term uint64
-	for i, v := range views {
-		for _, g := range v.Groups {
-			if g.ID == gid && g.State == "Leader" && (node == 0 || g.Term > term) {
-				node, term, voters = i, g.Term, g.Voters
-			}
-		}
-	}
-	return node, voters
+func (c *Cluster) views(ctx context.Context, nodes []int) (map[int]clusterview.View, map[int]error) {
+	return clusterview.Gather(ctx, nodes, c.view)
 }
 
 // Leader returns the node (1..N) that leads groupID ("meta", "0", ...) as
@@ -123,7 +79,7 @@ func leaderIn(views map[int]clusterView, gid string) (node int, voters []string)
 // Leader, the highest term winning. It asks once; ErrNoLeader if none does.
 func (c *Cluster) Leader(ctx context.Context, groupID string) (int, error) {
 	vs, _ := c.views(ctx, c.reachable())
-	if l, _ := leaderIn(vs, groupID); l != 0 {
+	if l, _, ok := clusterview.Leader(vs, groupID); ok {
 		return l, nil
 	}
 	return 0, fmt.Errorf("control: group %s: %w", groupID, ErrNoLeader)
@@ -192,7 +148,7 @@ func (c *Cluster) readyOnce(ctx context.Context) error {
 
 // checkViews is the pure part of readiness: every group that any view
 // lists has a self-reported leader, and the leader lists wantVoters voters.
-func checkViews(vs map[int]clusterView, wantVoters int) error {
+func checkViews(vs map[int]clusterview.View, wantVoters int) error {
 	var gids []string
 	for _, v := range vs {
 		for _, g := range v.Groups {
@@ -206,12 +162,12 @@ func checkViews(vs map[int]clusterView, wantVoters int) error {
 	}
 	slices.Sort(gids)
 	for _, gid := range gids {
-		l, voters := leaderIn(vs, gid)
-		if l == 0 {
+		l, g, ok := clusterview.Leader(vs, gid)
+		if !ok {
 			return fmt.Errorf("group %s: no leader", gid)
 		}
-		if len(voters) != wantVoters {
-			return fmt.Errorf("group %s: leader %s has voters %v, want %d", gid, nodeID(l), voters, wantVoters)
+		if len(g.Voters) != wantVoters {
+			return fmt.Errorf("group %s: leader %s has voters %v, want %d", gid, nodeID(l), g.Voters, wantVoters)
 		}
 	}
 	return nil

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,9 +16,8 @@ import (
 // short deadline, and keeps every outcome. It stops by itself after max.
 type prober struct {
 	ctx      context.Context // ends waits early on INT or TERM
-	hc       *http.Client
-	target   string
-	body     []byte
+	api      *httpapi.Client // the node probed through
+	client   string
 	interval time.Duration
 	limit    int
 	stopAt   time.Time
@@ -33,10 +29,9 @@ type prober struct {
 	wg      sync.WaitGroup
 }
 
-func newProber(ctx context.Context, hc *http.Client, target, client string, interval, maxRun time.Duration) *prober {
-	body, _ := json.Marshal(map[string]any{"client": client, "cost": 0})
+func newProber(ctx context.Context, api *httpapi.Client, client string, interval, maxRun time.Duration) *prober {
 	return &prober{
-		ctx: ctx, hc: hc, target: target, body: body, interval: interval,
+		ctx: ctx, api: api, client: client, interval: interval,
 		limit:   int(maxRun/interval) + 1,
 		stopAt:  time.Now().Add(maxRun),
 		changed: make(chan struct{}, 1),
@@ -81,40 +76,36 @@ func (p *prober) once() {
 	}
 }
 
-// send makes one probe; on failure it returns the kind of failure and its
-// text.
+// send makes one probe; on failure it returns the kind of failure (HTTP
+// status and error code, or "transport") and its text.
 func (p *prober) send(ctx context.Context) (stamp int64, kind, errText string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.target, bytes.NewReader(p.body))
-	if err != nil {
-		return 0, "transport", err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(httpapi.TimeoutHeader, strconv.Itoa(probeTimeoutMs))
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		return 0, "transport", err.Error()
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, "transport", err.Error()
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb httpapi.ErrorBody
-		kind := strconv.Itoa(resp.StatusCode)
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-			kind += " " + eb.Error.Code
+	out, err := p.api.Allow(ctx, p.client, 0, "")
+	var ae *httpapi.APIError
+	switch {
+	case errors.As(err, &ae):
+		kind = strconv.Itoa(ae.Status)
+		if ae.Code != "" {
+			kind += " " + ae.Code
 		}
-		return 0, kind, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var out httpapi.AllowResponse
-	if err := json.Unmarshal(data, &out); err != nil {
+		return 0, kind, err.Error()
+	case err != nil:
 		return 0, "transport", err.Error()
-	}
-	if out.StampUnixNano == 0 {
+	case out.StampUnixNano == 0:
 		return 0, "bad answer", "answer without stamp_unix_nano"
 	}
 	return out.StampUnixNano, "", ""
+}
+
+// serverTimeout sends every request with TimeoutHeader set to
+// probeTimeoutMs, shorter than the client's own deadline, so that the
+// server gives up first and its 503 comes back (httpapi.Client would send
+// the client's deadline).
+type serverTimeout struct{ next http.RoundTripper }
+
+func (s serverTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
+	req.Header.Set(httpapi.TimeoutHeader, strconv.Itoa(probeTimeoutMs))
+	return s.next.RoundTrip(req)
 }
 
 func (p *prober) results() []probeResult {

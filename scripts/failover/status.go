@@ -1,106 +1,62 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"sync"
+	"hash/fnv"
 	"time"
 
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/internal/clusterview"
 )
 
-// clusterStatus asks one node for GET /v1/cluster.
-func (t *tool) clusterStatus(ctx context.Context, n node) (cluster.Status, error) {
-	var st cluster.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/v1/cluster", nil)
+// view asks node id for GET /v1/cluster through the API client and keeps
+// what clusterview reads.
+func (t *tool) view(ctx context.Context, id string) (clusterview.View, error) {
+	n, ok := t.byID(id)
+	if !ok {
+		return clusterview.View{}, fmt.Errorf("unknown node %q", id)
+	}
+	st, err := n.api.Cluster(ctx)
 	if err != nil {
-		return st, err
+		return clusterview.View{}, fmt.Errorf("%s: GET /v1/cluster: %w", id, err)
 	}
-	resp, err := t.status.Do(req)
-	if err != nil {
-		return st, err
+	v := clusterview.View{NodeID: st.NodeID}
+	for _, g := range st.Groups {
+		v.Groups = append(v.Groups, clusterview.Group{ID: g.ID, State: g.State, Leader: g.Leader, Term: g.Term, Voters: g.Voters})
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %d %s", n.id, resp.StatusCode, bytes.TrimSpace(body))
-	}
-	return st, json.Unmarshal(body, &st)
+	return v, nil
 }
 
-// views asks every node in ns for its status; nodes that do not answer are
-// left out.
-func (t *tool) views(ns []node) map[string]cluster.Status {
+// views asks every node in ns for its status; nodes that do not answer
+// within 2 s are left out.
+func (t *tool) views(ns []node) map[string]clusterview.View {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var mu sync.Mutex
-	out := map[string]cluster.Status{}
-	var wg sync.WaitGroup
-	for _, n := range ns {
-		wg.Go(func() {
-			if st, err := t.clusterStatus(ctx, n); err == nil {
-				mu.Lock()
-				out[n.id] = st
-				mu.Unlock()
-			}
-		})
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = n.id
 	}
-	wg.Wait()
-	return out
+	vs, _ := clusterview.Gather(ctx, ids, t.view)
+	return vs
 }
 
 // leaderOf returns the leader of group gid as the nodes see it: a node that
 // reports itself Leader (the highest term if several do), else the leader
-// every view agrees on.
-func leaderOf(views map[string]cluster.Status, gid string) (leader string, term uint64, ok bool) {
-	agreed := ""
-	for id, st := range views {
-		for _, g := range st.Groups {
-			if g.ID != gid {
-				continue
-			}
-			if g.State == "Leader" && g.Term >= term {
-				leader, term = id, g.Term
-			}
-			switch {
-			case agreed == "":
-				agreed = g.Leader
-			case agreed != g.Leader:
-				agreed = "?"
-			}
-		}
+// every view agrees on (the leader itself may not have answered).
+func leaderOf(views map[string]clusterview.View, gid string) (leader string, term uint64, ok bool) {
+	if id, g, ok := clusterview.Leader(views, gid); ok {
+		return id, g.Term, true
 	}
-	if leader != "" {
-		return leader, term, true
-	}
-	if agreed != "" && agreed != "?" {
-		for _, st := range views {
-			for _, g := range st.Groups {
-				if g.ID == gid && g.Term > term {
-					term = g.Term
-				}
-			}
-		}
-		return agreed, term, true
-	}
-	return "", 0, false
+	return clusterview.Agreed(views, gid)
 }
 
-func dataGroups(st cluster.Status) int {
-	n := 0
-	for _, g := range st.Groups {
-		if g.ID != "meta" {
-			n++
-		}
-	}
-	return n
+// groupOf is the data group of client as GET /v1/routes documents it
+// (httpapi.RoutesHash, "fnv1a64-mod"): the 64-bit FNV-1a hash of the id's
+// bytes, modulo the number of data groups.
+func groupOf(client string, groups int) int {
+	h := fnv.New64a()
+	h.Write([]byte(client))
+	return int(h.Sum64() % uint64(groups))
 }
 
 // health reports whether every node answers and sees every group with

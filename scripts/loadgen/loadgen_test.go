@@ -23,25 +23,6 @@ import (
 	"github.com/quorate/quorate/bucket"
 )
 
-func TestCheckLoopback(t *testing.T) {
-	for _, tc := range []struct {
-		url string
-		ok  bool
-	}{
-		{"http://127.0.0.1:7070", true},
-		{"http://127.0.0.3:7070", true},
-		{"redis://127.0.0.1:6379", true},
-		{"http://localhost:1050", true},
-		{"http://[::1]:7070", true},
-		{"http://10.0.0.1:7070", false},
-		{"redis://192.168.1.2:6379", false},
-		{"http://example.com", false},
-	} {
-		err := checkLoopback(tc.url)
-		assert.Equal(t, tc.ok, err == nil, "checkLoopback(%q) = %v", tc.url, err)
-	}
-}
-
 // TestRESP sends a command over a pipe and reads each kind of reply.
 func TestRESP(t *testing.T) {
 	for _, tc := range []struct {

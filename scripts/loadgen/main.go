@@ -28,8 +28,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -40,6 +38,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/internal/loopback"
 )
 
 func main() {
@@ -160,8 +159,8 @@ func run(args []string, stdout io.Writer) error {
 		return errors.New("-targets is empty")
 	}
 	for _, u := range slices.Concat(cfg.targets, cfg.probeURLs) {
-		if err := checkLoopback(u); err != nil {
-			return err
+		if err := loopback.CheckURL(u); err != nil {
+			return fmt.Errorf("target %w; loadgen only drives local servers", err)
 		}
 	}
 	res, err := load(cfg)
@@ -314,22 +313,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// checkLoopback refuses any URL (http://, redis://) whose host is not a
-// loopback IP address or "localhost": loadgen only drives local servers.
-func checkLoopback(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("target %q is not a loopback address; loadgen only drives local servers", raw)
-	}
-	return nil
 }
