@@ -32,6 +32,7 @@ import (
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
@@ -331,20 +332,9 @@ func (n *Node) GossipAddr() string {
 }
 
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the
-// client id, modulo the number of groups.
-func GroupOf(client string, groups int) int {
-	// FNV-1a as in hash/fnv, inlined so that hashing allocates nothing.
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for i := 0; i < len(client); i++ {
-		h ^= uint64(client[i])
-		h *= prime64
-	}
-	return int(h % uint64(groups))
-}
+// client id, modulo the number of groups (internal/grouphash, the one
+// definition the tools share).
+func GroupOf(client string, groups int) int { return grouphash.Of(client, groups) }
 
 func (n *Node) groupFor(client string) *raftgroup.Group {
 	return n.groups[GroupOf(client, len(n.groups))]

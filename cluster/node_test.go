@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"net/http"
@@ -312,18 +311,6 @@ func TestClusterFileCheckedAgainstGroups(t *testing.T) {
 func TestInvalidInitialDefaultRefused(t *testing.T) {
 	_, err := New(Options{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Initial: bucket.Config{Default: bucket.Policy{Capacity: -1}}})
 	assert.ErrorIs(t, err, bucket.ErrInvalidPolicy)
-}
-
-// GroupOf is FNV-1a (64-bit) modulo the group count: clients that route by
-// themselves compute the same, so it must match hash/fnv exactly.
-func TestGroupOfIsFNV1a(t *testing.T) {
-	for _, client := range []string{"", "a", "alice", "load-9999", "ünïcode", string(make([]byte, 300))} {
-		h := fnv.New64a()
-		h.Write([]byte(client))
-		for _, groups := range []int{1, 4, 16, 1024} {
-			assert.Equal(t, int(h.Sum64()%uint64(groups)), GroupOf(client, groups), "GroupOf(%q, %d)", client, groups)
-		}
-	}
 }
 
 // A snapshot truncates each group's log in the store (a range tombstone in

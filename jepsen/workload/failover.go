@@ -1,12 +1,12 @@
 package workload
 
 import (
-	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/jepsen/history"
 )
 
@@ -64,9 +64,7 @@ func (r *router) groupOf(key string) int {
 	if r.groups <= 0 {
 		return -1
 	}
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return int(h.Sum64() % uint64(r.groups))
+	return grouphash.Of(key, r.groups)
 }
 
 // Node states for pick, best first.

@@ -11,20 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorate/quorate/cluster" // test only: the hash groupOf must match
 	"github.com/quorate/quorate/internal/clusterview"
 	"github.com/quorate/quorate/transport/httpapi"
 )
-
-func TestGroupOfMatchesTheCluster(t *testing.T) {
-	for _, groups := range []int{1, 3, 8, 64} {
-		for i := range 200 {
-			k := "client-" + strconv.Itoa(i)
-			assert.Equal(t, cluster.GroupOf(k, groups), groupOf(k, groups), "%s of %d", k, groups)
-		}
-	}
-	assert.Equal(t, cluster.GroupOf("failover-probe", 8), groupOf("failover-probe", 8))
-}
 
 func TestLeaderOf(t *testing.T) {
 	follower := func(leader string, term uint64) clusterview.View {

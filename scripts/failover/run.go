@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -72,7 +73,7 @@ func (t *tool) runOnce(i int) (runResult, error) {
 	if groups == 0 {
 		return r, errors.New("no data groups in GET /v1/cluster")
 	}
-	r.Group = strconv.Itoa(groupOf(t.c.client, groups))
+	r.Group = strconv.Itoa(grouphash.Of(t.c.client, groups))
 	leader, term, ok := leaderOf(views, r.Group)
 	if !ok {
 		return r, fmt.Errorf("group %s has no leader the nodes agree on", r.Group)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/quorate/quorate/internal/clusterview"
@@ -48,15 +47,6 @@ func leaderOf(views map[string]clusterview.View, gid string) (leader string, ter
 		return id, g.Term, true
 	}
 	return clusterview.Agreed(views, gid)
-}
-
-// groupOf is the data group of client as GET /v1/routes documents it
-// (httpapi.RoutesHash, "fnv1a64-mod"): the 64-bit FNV-1a hash of the id's
-// bytes, modulo the number of data groups.
-func groupOf(client string, groups int) int {
-	h := fnv.New64a()
-	h.Write([]byte(client))
-	return int(h.Sum64() % uint64(groups))
 }
 
 // health reports whether every node answers and sees every group with

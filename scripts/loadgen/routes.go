@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorate/quorate/internal/grouphash"
+	"github.com/quorate/quorate/internal/loopback"
 )
 
 // router sends each key straight to its group's leader, as a leader-aware
@@ -65,8 +68,8 @@ func (r *router) read(ctx context.Context) error {
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
-	if doc.Hash != "fnv1a64-mod" || doc.Groups < 1 {
-		return fmt.Errorf("routes: hash %q over %d groups; this load generator knows fnv1a64-mod", doc.Hash, doc.Groups)
+	if doc.Hash != grouphash.Name || doc.Groups < 1 {
+		return fmt.Errorf("routes: hash %q over %d groups; this load generator knows %s", doc.Hash, doc.Groups, grouphash.Name)
 	}
 	t := &routeTable{groups: doc.Groups, leaders: map[int]string{}}
 	for g, url := range doc.Leaders {
@@ -74,7 +77,7 @@ func (r *router) read(ctx context.Context) error {
 		if err != nil || i < 0 || i >= doc.Groups {
 			return fmt.Errorf("routes: group %q", g)
 		}
-		if err := checkLoopback(url); err != nil {
+		if err := loopback.CheckURL(url); err != nil {
 			return fmt.Errorf("routes: group %s: %w", g, err)
 		}
 		t.leaders[i] = strings.TrimRight(url, "/")
@@ -102,19 +105,8 @@ func (r *router) run(ctx context.Context) {
 // is not known.
 func (r *router) target(key, fallback string) string {
 	t := r.table.Load()
-	if url, ok := t.leaders[int(fnv1a64(key)%uint64(t.groups))]; ok {
+	if url, ok := t.leaders[grouphash.Of(key, t.groups)]; ok {
 		return url
 	}
 	return fallback
-}
-
-// fnv1a64 is FNV-1a over the key's bytes, the "fnv1a64-mod" of
-// GET /v1/routes (hash/fnv, without its allocation per key).
-func fnv1a64(key string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	return h
 }

@@ -3,23 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
+	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestFNV1aIsHashFNV(t *testing.T) {
-	for _, k := range []string{"", "a", "load-42", "k64-10000-1-9999"} {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(k))
-		assert.Equal(t, h.Sum64(), fnv1a64(k), k)
-	}
-}
 
 func TestRouterSendsEachKeyToItsGroupsLeader(t *testing.T) {
 	var leaders atomic.Value
@@ -36,7 +28,7 @@ func TestRouterSendsEachKeyToItsGroupsLeader(t *testing.T) {
 	for i := range 300 {
 		key := fmt.Sprintf("load-%d", i)
 		got := r.target(key, "http://fallback")
-		want := map[uint64]string{0: "http://127.0.0.1:1", 1: "http://127.0.0.2:1", 2: "http://fallback"}[fnv1a64(key)%3]
+		want := map[uint64]string{0: "http://127.0.0.1:1", 1: "http://127.0.0.2:1", 2: "http://fallback"}[uint64(grouphash.Of(key, 3))]
 		assert.Equal(t, want, got, key)
 		seen[got]++
 	}

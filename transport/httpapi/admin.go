@@ -10,6 +10,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/grouphash"
 )
 
 // serviceFunc is the handler of a route that calls the Service; ctx is the
@@ -206,7 +207,7 @@ type RoutesResponse struct {
 }
 
 // RoutesHash is RoutesResponse.Hash.
-const RoutesHash = "fnv1a64-mod"
+const RoutesHash = grouphash.Name
 
 // getRoutes answers GET /v1/routes from the node's own view, without a
 // round trip: it is meant to be polled.
