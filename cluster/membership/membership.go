@@ -111,8 +111,8 @@ func New(c Config) (*Gossip, error) {
 	// depend on it, only replica replacement (after DeadAfter) and leader
 	// discovery by nodes without a replica do. Dead members are rejoined
 	// by reconnect, as serf does, since memberlist never retries them.
-	mc.ProbeInterval = time.Second
-	mc.ProbeTimeout = 500 * time.Millisecond
+	mc.ProbeInterval = 500 * time.Millisecond
+	mc.ProbeTimeout = 300 * time.Millisecond
 	mc.SuspicionMult = 4
 	mc.GossipInterval = 200 * time.Millisecond
 	mc.PushPullInterval = 5 * time.Second

@@ -35,7 +35,7 @@ var DefaultTimings = Timings{
 	HeartbeatTimeout:   300 * time.Millisecond,
 	ElectionTimeout:    300 * time.Millisecond,
 	LeaderLeaseTimeout: 300 * time.Millisecond,
-	CommitTimeout:      time.Second,
+	CommitTimeout:      250 * time.Millisecond,
 	SnapshotInterval:   30 * time.Second,
 	SnapshotThreshold:  8192,
 }
