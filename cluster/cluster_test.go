@@ -37,6 +37,8 @@ type testCluster struct {
 	raft      []string
 	gossip    []string
 	deadAfter time.Duration
+	// timings replace LoopbackRaftTimings, if set.
+	timings *RaftTimings
 	// pki, if set, gives every node a cluster certificate it signs, and
 	// gossipKeys encrypt gossip.
 	pki        *peertls.Authority
@@ -103,8 +105,9 @@ func (tc *testCluster) start(i int) {
 		Groups:            tc.groups,
 		Clock:             cmp.Or(tc.clocks[i], tc.clock),
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		RaftLogLevel:      level,
 		ReclaimInterval:   -1,
-		Raft:              LoopbackRaftTimings,
+		Raft:              *cmp.Or(tc.timings, &LoopbackRaftTimings),
 		DeadAfter:         tc.deadAfter,
 		PlacementInterval: 50 * time.Millisecond,
 		partition:         tc.partition,
@@ -447,4 +450,63 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
 	assert.Empty(t, tc.nodes[0].members.Snapshot(), "the first node never admitted the odd one")
+}
+
+// A node stopped gracefully (Close, what SIGTERM does) hands the groups it
+// leads to other voters before its raft stops, so the survivors lead them
+// at once instead of after an election timeout. The timeouts here are long
+// (1 s): an election could not produce a leader within the 200 ms allowed,
+// since a follower stands only after at least 1 s without hearing from its
+// leader, and the stopped leader's last heartbeat left at most a tick
+// (a third of that) before it was stopped. 200 ms is also less than a tick
+// (333 ms): the new leader must not wait for raftnet's tick before its
+// barrier commits (see raftgroup's transport).
+func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
+	slow := LoopbackRaftTimings
+	slow.HeartbeatTimeout, slow.ElectionTimeout, slow.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
+	for range 3 {
+		tc.addNode()
+	}
+	tc.waitStable(3)
+
+	victim := tc.leaderOfClient("anyone")
+	require.GreaterOrEqual(t, victim, 0)
+	var led []int // indexes in allGroups of the groups the victim leads
+	for gi, g := range tc.nodes[victim].allGroups() {
+		if g.Serving() {
+			led = append(led, gi)
+		}
+	}
+	require.NotEmpty(t, led)
+	var survivors []*Node
+	for i, n := range tc.nodes {
+		if i != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	servedBySurvivors := func() bool {
+		for _, gi := range led {
+			served := false
+			for _, n := range survivors {
+				served = served || n.allGroups()[gi].Serving()
+			}
+			if !served {
+				return false
+			}
+		}
+		return true
+	}
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- tc.nodes[victim].Close() }()
+	require.Eventually(t, servedBySurvivors, 200*time.Millisecond, time.Millisecond,
+		"the survivors did not lead the stopped node's %d groups within 200 ms of the stop", len(led))
+	t.Logf("survivors led all %d groups %v after the stop began", len(led), time.Since(start))
+	require.NoError(t, <-closed)
+	tc.nodes[victim] = nil
+
+	// And they decide: a client of a handed-over group is served by the survivors.
+	_, err := tc.live()[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "anyone", Cost: 1}})
+	require.NoError(t, err)
 }
