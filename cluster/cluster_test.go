@@ -403,10 +403,16 @@ func TestClusterMinorityLeaderCannotAdmit(t *testing.T) {
 
 	c, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	ds, err := tc.nodes[victim].Allow(c, []fsm.AllowRequest{{Client: "lonely", Cost: 1}})
 	assert.Error(t, err, "an isolated leader must not decide")
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.Empty(t, ds)
+	// It answers once it knows it is cut off (its lease lapsed, and it has
+	// heard from no other voter for two heartbeat timeouts), not at the
+	// caller's deadline; the request may have been appended to its log
+	// before it knew, so the answer may be outcome_unknown.
+	assert.Less(t, time.Since(start), time.Second, "the isolated leader held the request until the deadline")
 
 	// The majority side elects a new leader and decides; the balance shows
 	// no admission from the isolated side.
@@ -509,4 +515,63 @@ func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
 	// And they decide: a client of a handed-over group is served by the survivors.
 	_, err := tc.live()[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "anyone", Cost: 1}})
 	require.NoError(t, err)
+}
+
+// A node cut off from the rest answers at once that it cannot decide
+// (503 unavailable: nothing was decided) rather than hold every request
+// until the caller's deadline, so that callers move to another node; nodes
+// that still reach a majority keep holding requests through the failover of
+// the isolated node's groups, and decide them once a new leader serves.
+func TestClusterIsolatedNodeRefusesAtOnce(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	// The victim leads some groups and follows in others: requests for both
+	// kinds reach it.
+	victim := tc.leaderOfClient("lonely")
+	require.GreaterOrEqual(t, victim, 0)
+	var mine, theirs string // clients of a group the victim leads, and of one it does not
+	for i := 0; mine == "" || theirs == ""; i++ {
+		c := fmt.Sprintf("c%d", i)
+		if tc.leaderOfClient(c) == victim {
+			mine = cmp.Or(mine, c)
+		} else {
+			theirs = cmp.Or(theirs, c)
+		}
+	}
+	tc.partition.Isolate(tc.raft[victim])
+	defer tc.partition.Heal()
+
+	// The survivors hold requests for the victim's group through its
+	// failover, and decide them.
+	survivor := tc.nodes[(victim+1)%3]
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := survivor.Allow(c, []fsm.AllowRequest{{Client: mine, Cost: 1, RequestID: "s1"}})
+	require.NoError(t, err, "a node that reaches a majority must hold the request until a new leader decides it")
+	assert.True(t, ds[0].Allowed)
+
+	// The victim, once it has heard from nobody for two heartbeat
+	// timeouts, refuses at once, whichever group is asked for: every
+	// attempt within a 5 s deadline is answered "unavailable" in well under
+	// a second, and none of them decides anything.
+	for i, client := range []string{theirs, mine, theirs, mine} {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		_, err := tc.nodes[victim].Allow(c, []fsm.AllowRequest{{Client: client, Cost: 1, RequestID: fmt.Sprintf("v%d", i)}})
+		cancel()
+		took := time.Since(start)
+		require.ErrorIs(t, err, ErrUnavailable, "attempt %d", i)
+		if i > 0 { // the first may have been appended while the victim still led, or forwarded
+			assert.NotErrorIs(t, err, ErrOutcomeUnknown, "attempt %d: nothing was proposed", i)
+		}
+		assert.Less(t, took, time.Second, "attempt %d (client %s) was held %v", i, client, took)
+	}
+	for _, client := range []string{theirs, mine} {
+		v, err := survivor.Client(ctx(t), client)
+		require.NoError(t, err)
+		want := bucket.BuiltinDefault.Capacity
+		if client == mine {
+			want-- // the survivor's admission
+		}
+		assert.Equal(t, want, v.Decision.RemainingTokens(), "the isolated node decided nothing for %s", client)
+	}
 }

@@ -56,6 +56,7 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
+	reach    *reach // when each peer last answered (see cutOff)
 
 	leaving    atomic.Bool
 	placements atomic.Uint64 // placement rounds run, for tests
@@ -112,6 +113,7 @@ func New(opts Options) (*Node, error) {
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
 		forwarders:  map[string]*forwarder{},
 		origins:     newOriginSource(),
+		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
@@ -221,6 +223,7 @@ func (n *Node) start() error {
 			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
+			OnContact: func(a raft.ServerAddress) { n.reach.contact(string(a)) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
@@ -273,6 +276,7 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
+	n.every(n.reach.window/4, nil, n.reach.tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}
