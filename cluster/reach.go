@@ -164,17 +164,20 @@ func (n *Node) leaseLapsed(g *raftgroup.Group) bool {
 	return voter && heard < quorum
 }
 
-// leaderSilent reports whether addr is g's leader as this node's replica
-// sees it and has not been heard from for a heartbeat timeout (while this
-// node was awake): raft is
-// about to stand for election, and a request forwarded there would most
-// likely wait out its deadline.
+// leaderSilent reports whether a request for g should not be forwarded to
+// addr, because it would most likely wait out its deadline there: addr is
+// g's leader as this node's replica sees it and has not been heard from for
+// a heartbeat timeout while this node was awake (raft is about to stand
+// for election), or addr comes from gossip while this node is cut off.
 func (n *Node) leaderSilent(g *raftgroup.Group, addr string) bool {
 	if !n.reach.awake() {
 		return false
 	}
 	if a, id := g.Raft.LeaderWithID(); id == "" || string(a) != addr {
-		return false // not raft's view (gossip's): nothing to judge by
+		// Gossip's view: it lags (a member stays alive, with the groups it
+		// led, for seconds after it is cut off), so a voter of g cut off
+		// from a majority of g's voters does not forward on its word.
+		return n.cutOff(g) != nil
 	}
 	last := g.Raft.LastContact()
 	if t := n.reach.last(addr); t.After(last) {
