@@ -37,6 +37,8 @@ type testCluster struct {
 	raft      []string
 	gossip    []string
 	deadAfter time.Duration
+	// timings replace LoopbackRaftTimings, if set.
+	timings *RaftTimings
 	// pki, if set, gives every node a cluster certificate it signs, and
 	// gossipKeys encrypt gossip.
 	pki        *peertls.Authority
@@ -103,8 +105,9 @@ func (tc *testCluster) start(i int) {
 		Groups:            tc.groups,
 		Clock:             cmp.Or(tc.clocks[i], tc.clock),
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		RaftLogLevel:      level,
 		ReclaimInterval:   -1,
-		Raft:              LoopbackRaftTimings,
+		Raft:              *cmp.Or(tc.timings, &LoopbackRaftTimings),
 		DeadAfter:         tc.deadAfter,
 		PlacementInterval: 50 * time.Millisecond,
 		partition:         tc.partition,
@@ -400,10 +403,16 @@ func TestClusterMinorityLeaderCannotAdmit(t *testing.T) {
 
 	c, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	ds, err := tc.nodes[victim].Allow(c, []fsm.AllowRequest{{Client: "lonely", Cost: 1}})
 	assert.Error(t, err, "an isolated leader must not decide")
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.Empty(t, ds)
+	// It answers once it knows it is cut off (its lease lapsed, and it has
+	// heard from no other voter for two heartbeat timeouts), not at the
+	// caller's deadline; the request may have been appended to its log
+	// before it knew, so the answer may be outcome_unknown.
+	assert.Less(t, time.Since(start), time.Second, "the isolated leader held the request until the deadline")
 
 	// The majority side elects a new leader and decides; the balance shows
 	// no admission from the isolated side.
@@ -447,4 +456,142 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
 	assert.Empty(t, tc.nodes[0].members.Snapshot(), "the first node never admitted the odd one")
+}
+
+// A node stopped gracefully (Close, what SIGTERM does) hands the groups it
+// leads to other voters before its raft stops, so that none of them goes
+// without a serving leader for more than a round trip and an election. The
+// timeouts here are long (1 s): without a hand-over, a group would go at
+// least 0.6 s without a leader (a follower stands only after 1 s without
+// hearing from its leader, whose last heartbeat left at most a tick, a
+// third of that, before it stopped). 200 ms is also less than a tick: the
+// new leader must not wait for raftnet's tick before its barrier commits
+// (see raftgroup's transport).
+func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
+	slow := LoopbackRaftTimings
+	slow.HeartbeatTimeout, slow.ElectionTimeout, slow.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
+	for range 3 {
+		tc.addNode()
+	}
+	tc.waitStable(3)
+
+	victim := tc.leaderOfClient("anyone")
+	require.GreaterOrEqual(t, victim, 0)
+	var led []int // indexes in allGroups of the groups the victim leads
+	for gi, g := range tc.nodes[victim].allGroups() {
+		if g.Serving() {
+			led = append(led, gi)
+		}
+	}
+	require.NotEmpty(t, led)
+	// Watch, every millisecond from the stop on, how long each of those
+	// groups goes without any node serving it.
+	servedBy := func(gi int) bool {
+		for _, n := range tc.nodes {
+			if n.allGroups()[gi].Serving() {
+				return true
+			}
+		}
+		return false
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- tc.nodes[victim].Close() }()
+	unserved := map[int]time.Time{} // group → since when no node serves it
+	var worst time.Duration
+	deadline := time.Now().Add(10 * time.Second)
+	poll := time.NewTicker(time.Millisecond) // raft runs on real time: this only looks
+	defer poll.Stop()
+	for stopped := false; ; <-poll.C {
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+			stopped = true
+		default:
+		}
+		allServed := true
+		for _, gi := range led {
+			if servedBy(gi) {
+				if since, ok := unserved[gi]; ok {
+					worst = max(worst, time.Since(since))
+					delete(unserved, gi)
+				}
+				continue
+			}
+			allServed = false
+			if _, ok := unserved[gi]; !ok {
+				unserved[gi] = time.Now()
+			}
+		}
+		if stopped && allServed {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the stopped node's groups were never served again")
+	}
+	tc.nodes[victim] = nil
+	t.Logf("the %d groups the stopped node led were without a serving leader for at most %v", len(led), worst)
+	assert.Less(t, worst, 200*time.Millisecond, "a group went without a leader for longer than 200 ms")
+
+	// And they decide: a client of a handed-over group is served by the survivors.
+	_, err := tc.live()[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "anyone", Cost: 1}})
+	require.NoError(t, err)
+}
+
+// A node cut off from the rest answers at once that it cannot decide
+// (503 unavailable: nothing was decided) rather than hold every request
+// until the caller's deadline, so that callers move to another node; nodes
+// that still reach a majority keep holding requests through the failover of
+// the isolated node's groups, and decide them once a new leader serves.
+func TestClusterIsolatedNodeRefusesAtOnce(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	// The victim leads some groups and follows in others: requests for both
+	// kinds reach it.
+	victim := tc.leaderOfClient("lonely")
+	require.GreaterOrEqual(t, victim, 0)
+	var mine, theirs string // clients of a group the victim leads, and of one it does not
+	for i := 0; mine == "" || theirs == ""; i++ {
+		c := fmt.Sprintf("c%d", i)
+		if tc.leaderOfClient(c) == victim {
+			mine = cmp.Or(mine, c)
+		} else {
+			theirs = cmp.Or(theirs, c)
+		}
+	}
+	tc.partition.Isolate(tc.raft[victim])
+	defer tc.partition.Heal()
+
+	// The survivors hold requests for the victim's group through its
+	// failover, and decide them.
+	survivor := tc.nodes[(victim+1)%3]
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := survivor.Allow(c, []fsm.AllowRequest{{Client: mine, Cost: 1, RequestID: "s1"}})
+	require.NoError(t, err, "a node that reaches a majority must hold the request until a new leader decides it")
+	assert.True(t, ds[0].Allowed)
+
+	// The victim, once it has heard from nobody for two heartbeat
+	// timeouts, refuses at once, whichever group is asked for: every
+	// attempt within a 5 s deadline is answered "unavailable" in well under
+	// a second, and none of them decides anything.
+	for i, client := range []string{theirs, mine, theirs, mine} {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		_, err := tc.nodes[victim].Allow(c, []fsm.AllowRequest{{Client: client, Cost: 1, RequestID: fmt.Sprintf("v%d", i)}})
+		cancel()
+		took := time.Since(start)
+		require.ErrorIs(t, err, ErrUnavailable, "attempt %d", i)
+		if i > 0 { // the first may have been appended while the victim still led, or forwarded
+			assert.NotErrorIs(t, err, ErrOutcomeUnknown, "attempt %d: nothing was proposed", i)
+		}
+		assert.Less(t, took, time.Second, "attempt %d (client %s) was held %v", i, client, took)
+	}
+	for _, client := range []string{theirs, mine} {
+		v, err := survivor.Client(ctx(t), client)
+		require.NoError(t, err)
+		want := bucket.BuiltinDefault.Capacity
+		if client == mine {
+			want-- // the survivor's admission
+		}
+		assert.Equal(t, want, v.Decision.RemainingTokens(), "the isolated node decided nothing for %s", client)
+	}
 }

@@ -57,6 +57,7 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
+	reach    *reach // when each peer last answered (see cutOff)
 
 	leaving    atomic.Bool
 	placements atomic.Uint64 // placement rounds run, for tests
@@ -113,6 +114,7 @@ func New(opts Options) (*Node, error) {
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
 		forwarders:  map[string]*forwarder{},
 		origins:     newOriginSource(),
+		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
@@ -222,6 +224,7 @@ func (n *Node) start() error {
 			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
+			OnContact: func(a raft.ServerAddress) { n.reach.contact(string(a)) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
@@ -274,6 +277,7 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
+	n.every(n.reach.window/4, nil, n.reach.tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}
@@ -504,8 +508,10 @@ func (n *Node) forwarderFor(addr string) *forwarder {
 }
 
 // Close stops the node without leaving the cluster (peers see it as failed
-// until it returns): queued requests fail with ErrShuttingDown, raft stops,
-// stores are closed. Acknowledged decisions are already durable.
+// until it returns): its loops stop, then every group it leads is handed to
+// another voter (handOver) and stopped at once, queued requests failing
+// with ErrShuttingDown; stores are closed last. Acknowledged decisions are
+// already durable.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
@@ -514,12 +520,28 @@ func (n *Node) Close() error {
 		if n.members != nil {
 			errs = append(errs, n.members.Shutdown())
 		}
-		for _, g := range n.groups {
-			errs = append(errs, g.Close())
+		// Each group stops right after its hand-over: the new leader's
+		// placer may want to give leadership back to this node, still its
+		// preferred leader, and a raft that is still running would take it.
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+		)
+		for _, g := range n.allGroups() {
+			if g == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n.handOver(g)
+				err := g.Close()
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}()
 		}
-		if n.meta != nil {
-			errs = append(errs, n.meta.Close())
-		}
+		wg.Wait()
 		if n.rpcSrv != nil {
 			_ = n.rpcSrv.Close()
 		}
@@ -539,6 +561,43 @@ func (n *Node) Close() error {
 		close(n.done)
 	})
 	return n.closeErr
+}
+
+// handOver transfers the leadership of g, if this node leads it, to
+// another voter (raft picks the most up-to-date one and tells it to stand
+// at once), and waits until this node sees the new leader, so that the
+// survivors lead within a round trip and an election instead of after a
+// heartbeat timeout without a leader. Entries in flight end as raft ends
+// them when it steps down (ErrLeadershipLost: ambiguous, resolved by the
+// caller's node); requests arriving meanwhile are refused as "not the
+// leader" and retried at the new one. It gives up after raft's own
+// transfer timeout (an election timeout) plus one more election timeout to
+// see the new leader.
+func (n *Node) handOver(g *raftgroup.Group) {
+	if g.Raft.State() != raft.Leader {
+		return
+	}
+	start := time.Now()
+	if err := g.Raft.LeadershipTransfer().Error(); err != nil {
+		n.logger.Warn("leadership hand-over failed; stopping anyway", "group", g.ID, "err", err)
+		return
+	}
+	wait := time.NewTimer(n.opts.Raft.ElectionTimeout)
+	defer wait.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
+			n.logger.Info("leadership handed over", "group", g.ID, "to", id, "took", time.Since(start).String())
+			return
+		}
+		select {
+		case <-wait.C:
+			n.logger.Warn("leadership handed over, but no new leader seen yet; stopping anyway", "group", g.ID)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Done is closed once the node has stopped (after Close or Leave).

@@ -39,15 +39,25 @@ func (n *Node) leaderOf(g *raftgroup.Group) (self bool, addr string) {
 
 // atLeader runs local if this node serves g, or remote with the leader's
 // address otherwise, retrying while the answer is errNotLeader (nothing was
-// appended) until ctx is done. With no leader known it waits for one.
+// appended) until ctx is done. With no leader known it waits for one, unless
+// this node is cut off from a majority of g's voters (cutOff): then no
+// leader it can reach is coming, and it answers ErrUnavailable at once
+// (nothing was decided) so that the caller tries another node. It neither
+// proposes as a leader whose lease has lapsed nor forwards to a leader it
+// has not heard from for a heartbeat timeout: both would most likely hold
+// the request until the deadline and end ambiguous.
 func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() error, remote func(addr string) error) error {
 	backoff := 5 * time.Millisecond
 	for {
 		self, addr := n.leaderOf(g)
 		var err error
 		switch {
+		case self && n.leaseLapsed(g):
+			err = fmt.Errorf("%w: group %s: leads, but has not heard from a majority within the lease", errNotLeader, g.ID)
 		case self:
 			err = local()
+		case addr != "" && n.leaderSilent(g, addr):
+			err = fmt.Errorf("%w: group %s: its leader %s has been silent for a heartbeat timeout", errNotLeader, g.ID, addr)
 		case addr != "":
 			err = remote(addr)
 		default:
@@ -55,6 +65,9 @@ func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() er
 		}
 		if err == nil || !errors.Is(err, errNotLeader) {
 			return err
+		}
+		if cut := n.cutOff(g); cut != nil {
+			return fmt.Errorf("%w (last: %v)", cut, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -73,6 +73,9 @@ type Config struct {
 	FSMOpts   fsm.Options
 	OnServing func(*Group) // called (in its own goroutine) when the node starts serving the group
 	OnChange  func()       // called when the node starts or stops serving the group; must not block
+	// OnContact, if set, is called with a peer's address whenever it
+	// answered one of this group's raft requests; it must be cheap.
+	OnContact func(raft.ServerAddress)
 }
 
 // Open starts a group's raft instance on c.Store, with snapshots
@@ -122,6 +125,7 @@ func Open(c Config) (*Group, error) {
 	rc.MaxAppendEntries = 256
 	rc.Logger = hl
 
+	trans := wrapTransport(c.Trans, c.Timings.ElectionTimeout, c.OnContact)
 	has, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		store.Close()
@@ -131,12 +135,12 @@ func Open(c Config) (*Group, error) {
 		boot := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: c.Addr,
 		}}}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, c.Trans, boot); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, boot); err != nil {
 			store.Close()
 			return nil, fmt.Errorf("group %s: bootstrap: %w", c.ID, err)
 		}
 	}
-	r, err := raft.NewRaft(rc, f, logs, store, snaps, c.Trans)
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, trans)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("group %s: start raft: %w", c.ID, err)
@@ -148,7 +152,7 @@ func Open(c Config) (*Group, error) {
 		FSM:     f,
 		Raft:    r,
 		Store:   store,
-		trans:   c.Trans,
+		trans:   trans,
 		changed: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
