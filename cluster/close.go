@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorate/quorate/cluster/raftgroup"
+)
+
+// Close stops the node without leaving the cluster (peers see it as failed
+// until it returns): its loops stop, then every group it leads is handed to
+// another voter (handOver) and stopped at once, queued requests failing
+// with ErrShuttingDown; stores are closed last. Acknowledged decisions are
+// already durable.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.wg.Wait()
+		var errs []error
+		if n.members != nil {
+			errs = append(errs, n.members.Shutdown())
+		}
+		// Each group stops right after its hand-over: the new leader's
+		// placer may want to give leadership back to this node, still its
+		// preferred leader, and a raft that is still running would take it.
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+		)
+		for _, g := range n.allGroups() {
+			if g == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n.handOver(g)
+				err := g.Close()
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if n.rpcSrv != nil {
+			_ = n.rpcSrv.Close()
+		}
+		n.fwdMu.Lock()
+		for _, f := range n.forwarders {
+			f.close()
+		}
+		n.fwdMu.Unlock()
+		if n.net != nil {
+			errs = append(errs, n.net.Close())
+		}
+		errs = append(errs, n.mux.Close())
+		if n.logs != nil {
+			errs = append(errs, n.logs.Close())
+		}
+		n.closeErr = errors.Join(errs...)
+		close(n.done)
+	})
+	return n.closeErr
+}
+
+// handOver transfers the leadership of g, if this node leads it, to
+// another voter (raft picks the most up-to-date one and tells it to stand
+// at once), and waits until this node sees the new leader, so that the
+// survivors lead within a round trip and an election instead of after a
+// heartbeat timeout without a leader. Entries in flight end as raft ends
+// them when it steps down (ErrLeadershipLost: ambiguous, resolved by the
+// caller's node); requests arriving meanwhile are refused as "not the
+// leader" and retried at the new one. It gives up after raft's own
+// transfer timeout (an election timeout) plus one more election timeout to
+// see the new leader.
+func (n *Node) handOver(g *raftgroup.Group) {
+	if g.Raft.State() != raft.Leader {
+		return
+	}
+	start := time.Now()
+	if err := g.Raft.LeadershipTransfer().Error(); err != nil {
+		n.logger.Warn("leadership hand-over failed; stopping anyway", "group", g.ID, "err", err)
+		return
+	}
+	wait := time.NewTimer(n.opts.Raft.ElectionTimeout)
+	defer wait.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
+			n.logger.Info("leadership handed over", "group", g.ID, "to", id, "took", time.Since(start).String())
+			return
+		}
+		select {
+		case <-wait.C:
+			n.logger.Warn("leadership handed over, but no new leader seen yet; stopping anyway", "group", g.ID)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Done is closed once the node has stopped (after Close or Leave).
+func (n *Node) Done() <-chan struct{} { return n.done }
