@@ -140,10 +140,16 @@ func readFrame(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
 	return buf, err
 }
 
-// parseRequest decodes a request frame's fields; body aliases b.
+// parseRequest decodes a request frame's fields; body aliases b. On an
+// error after the sequence number, the request returned carries it (seq
+// numbers start at 1), so the request can be refused alone.
 func parseRequest(b []byte) (request, error) {
 	r := &binenc.Reader{B: b}
-	q := request{kind: kind(r.Byte()), seq: r.Uvarint(), group: r.Str(maxName)}
+	q := request{kind: kind(r.Byte()), seq: r.Uvarint()}
+	if r.Err != nil {
+		return request{}, fmt.Errorf("raftnet: request frame: %w", r.Err)
+	}
+	q.group = r.Str(maxName)
 	if d := r.Varint(); d != 0 {
 		q.deadline = time.Unix(0, d)
 	}

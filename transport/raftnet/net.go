@@ -131,8 +131,12 @@ func (n *Net) Transport(group string) (*Transport, error) {
 	return t, nil
 }
 
-// Handle registers h for calls to method.
+// Handle registers h for calls to method (1 to 255 bytes; it panics on
+// another name, a programming error).
 func (n *Net) Handle(method string, h Handler) {
+	if method == "" || len(method) > maxName {
+		panic(fmt.Sprintf("raftnet: method name %q: 1 to %d bytes", method, maxName))
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.handlers[method] = h
@@ -143,9 +147,12 @@ func (n *Net) Handle(method string, h Handler) {
 // error wraps ErrNotSent if the request never left, is a *RemoteError if
 // the handler failed, and otherwise leaves open whether the handler ran.
 func (n *Net) Call(ctx context.Context, addr, method string, body []byte) ([]byte, error) {
+	if method == "" || len(method) > maxName {
+		return nil, fmt.Errorf("%w: method name %q: 1 to %d bytes", ErrNotSent, method, maxName)
+	}
 	p, err := n.peer(addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	deadline, _ := ctx.Deadline()
 	var out []byte
@@ -200,6 +207,22 @@ func (n *Net) peer(addr string) (*peer, error) {
 		n.peers[addr] = p
 	}
 	return p, nil
+}
+
+// hurry makes group's requests already queued on any connection go at
+// once (Transport.Hurry).
+func (n *Net) hurry(group string) {
+	n.mu.RLock()
+	peers := slices.Collect(maps.Values(n.peers))
+	n.mu.RUnlock()
+	for _, p := range peers {
+		p.mu.Lock()
+		c := p.conn
+		p.mu.Unlock()
+		if c != nil {
+			c.hurry(group)
+		}
+	}
 }
 
 func (n *Net) group(name string) *Transport {

@@ -126,9 +126,13 @@ func (p *peer) call(ctx context.Context, stop <-chan struct{}, k kind, group str
 	}
 	seq := c.seq.Add(1)
 	frame := endFrame(encode(beginRequest(getBuf(), k, seq, group, deadline)))
+	if len(frame)-4 > p.net.opts.MaxFrame {
+		n := len(frame)
+		putBuf(frame)
+		return fmt.Errorf("%w: %s of %d bytes to %s, at most %d", ErrNotSent, k, n, p.addr, p.net.opts.MaxFrame)
+	}
 	ch := make(chan reply, 1)
-	sent := time.Now()
-	if err := c.enqueue(seq, ch, frame, lazy); err != nil {
+	if err := c.enqueue(outFrame{seq: seq, group: group, b: frame}, ch, lazy); err != nil {
 		return err
 	}
 	wait := p.net.opts.Timeout
@@ -146,13 +150,11 @@ func (p *peer) call(ctx context.Context, stop <-chan struct{}, k kind, group str
 	case <-timer.C:
 		c.forget(seq)
 		err := fmt.Errorf("raftnet: %s to %s: no answer in %v", k, p.addr, wait)
-		if c.lastRead.Load() < sent.UnixNano() {
-			// Nothing at all came back since: the connection is stuck.
-			c.fail(err)
-		}
+		c.checkStuck()
 		return err
 	case <-ctx.Done():
 		c.forget(seq)
+		c.checkStuck()
 		return ctx.Err()
 	case <-stop:
 		c.forget(seq)
@@ -161,6 +163,13 @@ func (p *peer) call(ctx context.Context, stop <-chan struct{}, k kind, group str
 		c.forget(seq)
 		return ErrClosed
 	}
+}
+
+// outFrame is a request waiting for the writer.
+type outFrame struct {
+	seq   uint64
+	group string
+	b     []byte
 }
 
 type reply struct {
@@ -173,17 +182,21 @@ type reply struct {
 // queued requests, holding lazy ones for the tick, and a reader goroutine
 // that hands each answer to its caller.
 type clientConn struct {
-	p        *peer
-	conn     net.Conn
-	kick     chan struct{}
-	done     chan struct{}
-	seq      atomic.Uint64
-	lastRead atomic.Int64 // Unix ns of the last frame read
+	p     *peer
+	conn  net.Conn
+	kick  chan struct{}
+	done  chan struct{}
+	seq   atomic.Uint64
+	start time.Time // monotonic base of waiting
+	// waiting is when the first request queued since the last frame was
+	// read was queued (0: none), as an offset from start, so a wall-clock
+	// step cannot fake or hide a stall.
+	waiting atomic.Int64
 
 	mu      sync.Mutex
 	err     error
 	pending map[uint64]chan reply
-	queue   [][]byte
+	queue   []outFrame
 	urgent  bool
 }
 
@@ -193,25 +206,41 @@ func newClientConn(p *peer, conn net.Conn) *clientConn {
 		conn:    conn,
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		start:   time.Now(),
 		pending: map[uint64]chan reply{},
 	}
-	c.lastRead.Store(time.Now().UnixNano())
 	p.net.wg.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
 	return c
 }
 
-func (c *clientConn) enqueue(seq uint64, ch chan reply, frame []byte, lazy bool) error {
+// since is the monotonic offset of now from c.start, never 0.
+func (c *clientConn) since() int64 { return int64(time.Since(c.start)) + 1 }
+
+// checkStuck fails the connection if requests have gone unanswered for a
+// whole Timeout with nothing at all read meanwhile. Every call that ends
+// unanswered checks, whatever its own deadline, so callers with short
+// deadlines detect a dead connection too.
+func (c *clientConn) checkStuck() {
+	w := c.waiting.Load()
+	if w == 0 || time.Duration(c.since()-w) < c.p.net.opts.Timeout {
+		return
+	}
+	c.fail(fmt.Errorf("raftnet: connection to %s: nothing read for %v while requests waited", c.p.addr, c.p.net.opts.Timeout))
+}
+
+func (c *clientConn) enqueue(f outFrame, ch chan reply, lazy bool) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		putBuf(frame)
+		putBuf(f.b)
 		return fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
-	c.pending[seq] = ch
-	c.queue = append(c.queue, frame)
+	c.pending[f.seq] = ch
+	c.queue = append(c.queue, f)
+	c.waiting.CompareAndSwap(0, c.since())
 	// Wake the writer only when it must act: for the first request queued
 	// (it then waits for the tick) or the first urgent one. A lazy request
 	// joining a queue that waits anyway costs no wakeup.
@@ -224,12 +253,37 @@ func (c *clientConn) enqueue(seq uint64, ch chan reply, frame []byte, lazy bool)
 	}
 	c.mu.Unlock()
 	if wake {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.wake()
 	}
 	return nil
+}
+
+func (c *clientConn) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hurry makes group's queued requests go at the next wakeup instead of the
+// tick (Transport.Hurry).
+func (c *clientConn) hurry(group string) {
+	c.mu.Lock()
+	found := false
+	for _, f := range c.queue {
+		if f.group == group {
+			found = true
+			break
+		}
+	}
+	wake := found && !c.urgent
+	if found {
+		c.urgent = true
+	}
+	c.mu.Unlock()
+	if wake {
+		c.wake()
+	}
 }
 
 func (c *clientConn) forget(seq uint64) {
@@ -238,7 +292,8 @@ func (c *clientConn) forget(seq uint64) {
 	c.mu.Unlock()
 }
 
-// fail breaks the connection: every waiting call gets err.
+// fail breaks the connection: every waiting call gets err, and those whose
+// request was still queued (never written) get it marked ErrNotSent.
 func (c *clientConn) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -254,11 +309,16 @@ func (c *clientConn) fail(err error) {
 	c.mu.Unlock()
 	c.p.drop(c)
 	c.conn.Close()
+	notSent := fmt.Errorf("%w: %w", ErrNotSent, err)
+	for _, f := range queue {
+		if ch, ok := pending[f.seq]; ok {
+			ch <- reply{err: notSent}
+			delete(pending, f.seq)
+		}
+		putBuf(f.b)
+	}
 	for _, ch := range pending {
 		ch <- reply{err: err}
-	}
-	for _, f := range queue {
-		putBuf(f)
 	}
 	if !errors.Is(err, ErrClosed) {
 		c.p.net.logger.Debug("raftnet: connection to peer broke", "peer", c.p.addr, "err", err)
@@ -269,7 +329,7 @@ func (c *clientConn) writeLoop() {
 	defer c.p.net.wg.Done()
 	n := c.p.net
 	bw := bufio.NewWriterSize(c.conn, 64<<10)
-	var batch [][]byte
+	var batch []outFrame
 	for {
 		select {
 		case <-c.kick:
@@ -287,11 +347,19 @@ func (c *clientConn) writeLoop() {
 				return
 			}
 			c.mu.Lock()
+			if c.err != nil {
+				c.mu.Unlock()
+				return
+			}
 		}
 		batch, c.queue = c.queue, batch[:0]
 		c.urgent = false
 		c.mu.Unlock()
-		if err := writeBatch(c.conn, bw, batch, n.opts.Timeout); err != nil {
+		frames := make([][]byte, len(batch))
+		for i, f := range batch {
+			frames[i] = f.b
+		}
+		if err := writeBatch(c.conn, bw, frames, n.opts.Timeout); err != nil {
 			c.fail(fmt.Errorf("raftnet: write to %s: %w", c.p.addr, err))
 			return
 		}
@@ -352,7 +420,7 @@ func (c *clientConn) readLoop() {
 			c.fail(fmt.Errorf("raftnet: read from %s: %w", c.p.addr, err))
 			return
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		c.waiting.Store(0)
 		seq, status, body, err := parseResponse(b)
 		if err != nil {
 			c.fail(err)

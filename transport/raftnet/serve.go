@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -27,7 +28,6 @@ func (n *Net) serve(conn net.Conn) {
 		return
 	}
 	s := &serverConn{n: n, conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	s.bw = bufio.NewWriterSize(conn, 64<<10)
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -46,33 +46,23 @@ func (n *Net) serve(conn net.Conn) {
 	s.readLoop(br)
 }
 
-// serverConn is an accepted 'M' stream: its reader dispatches requests and
-// its writer sends the answers, several per write when they are ready
-// together.
+// serverConn is an accepted 'M' stream: its reader dispatches requests
+// (heartbeats to a worker per group, the rest to a goroutine each) and its
+// writer sends the answers, several per write when they are ready together.
 type serverConn struct {
 	n    *Net
 	conn net.Conn
 	kick chan struct{}
 	done chan struct{}
 
-	wmu sync.Mutex // guards bw: the reader and the writer both write
-	bw  *bufio.Writer
-
 	mu     sync.Mutex
 	queue  [][]byte
 	closed bool
 }
 
-// write writes frames and flushes them, returning their buffers.
-func (s *serverConn) write(frames [][]byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return writeBatch(s.conn, s.bw, frames, s.n.opts.Timeout)
-}
-
 func (s *serverConn) readLoop(br *bufio.Reader) {
 	defer s.close()
-	var held [][]byte // heartbeat answers for what arrived together
+	workers := map[string]chan request{} // per group, heartbeats in order
 	for {
 		b, err := readFrame(br, nil, s.n.opts.MaxFrame)
 		if err != nil {
@@ -80,59 +70,82 @@ func (s *serverConn) readLoop(br *bufio.Reader) {
 		}
 		q, err := parseRequest(b)
 		if err != nil {
+			if q.seq != 0 {
+				// The frame was whole, only its fields are wrong: refuse
+				// this request, keep the stream.
+				s.send(errorResponse(q.seq, err))
+				continue
+			}
 			s.n.logger.Warn("raftnet: bad request frame; closing the stream", "remote", s.conn.RemoteAddr(), "err", err)
 			return
 		}
 		s.n.stats.served.Add(1)
 		switch q.kind {
 		case kindHeartbeat:
-			if resp := s.heartbeat(q); resp != nil {
-				held = append(held, resp)
-			}
+			s.heartbeat(workers, q)
 		case kindCall:
 			go s.call(q)
 		default:
 			go s.dispatch(q)
 		}
-		if len(held) > 0 && br.Buffered() == 0 {
-			// Everything that arrived together is handled: answer its
-			// heartbeats in one write from here, without waking the writer.
-			if err := s.write(held); err != nil {
-				return
-			}
-			s.n.stats.servedWrites.Add(1)
-			clear(held)
-			held = held[:0]
+	}
+}
+
+// heartbeatBacklog bounds the heartbeats of one group waiting for its
+// worker; beyond it a heartbeat is refused (raft backs off and retries).
+const heartbeatBacklog = 8
+
+// heartbeat hands q to its group's heartbeat worker, started on first use.
+// The reader never runs raft code itself: raft's heartbeat handler may
+// write to its stable store (a new term), and a reader blocked there would
+// hold up every other group's traffic from this peer.
+func (s *serverConn) heartbeat(workers map[string]chan request, q request) {
+	ch, ok := workers[q.group]
+	if !ok {
+		ch = make(chan request, heartbeatBacklog)
+		workers[q.group] = ch
+		go s.heartbeats(ch)
+	}
+	select {
+	case ch <- q:
+	default:
+		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: group %q on %s: %d heartbeats waiting", q.group, s.n.local, heartbeatBacklog)))
+	}
+}
+
+// heartbeats answers one group's heartbeats in order, on raft's fast path.
+func (s *serverConn) heartbeats(ch <-chan request) {
+	for {
+		select {
+		case q := <-ch:
+			s.answerHeartbeat(q)
+		case <-s.done:
+			return
 		}
 	}
 }
 
-// heartbeat answers a heartbeat on raft's fast path, on the reader's
-// goroutine, and returns the answer; nil if raft did not answer at once
-// (it will be sent when it does).
-func (s *serverConn) heartbeat(q request) []byte {
+func (s *serverConn) answerHeartbeat(q request) {
 	t := s.n.group(q.group)
 	if t == nil {
-		return errorResponse(q.seq, fmt.Errorf("raftnet: no group %q on %s", q.group, s.n.local))
-	}
-	fn := t.heartbeatHandler()
-	if fn == nil {
-		go s.dispatch(q)
-		return nil
+		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: no group %q on %s", q.group, s.n.local)))
+		return
 	}
 	cmd, err := decodeRequest(q.kind, q.body)
 	if err != nil {
-		return errorResponse(q.seq, err)
+		s.send(errorResponse(q.seq, err))
+		return
+	}
+	fn := t.heartbeatHandler()
+	if ae, ok := cmd.(*raft.AppendEntriesRequest); fn == nil || !ok || !isHeartbeat(ae) {
+		// No fast path yet, or not a heartbeat whatever the sender said:
+		// raft's main loop decides, as NetworkTransport's receiver would.
+		s.dispatch(q)
+		return
 	}
 	respCh := make(chan raft.RPCResponse, 1)
 	fn(raft.RPC{Command: cmd, RespChan: respCh})
-	select {
-	case r := <-respCh:
-		return response(q, r)
-	default:
-		go s.await(q, t, respCh)
-		return nil
-	}
+	s.await(q, t, respCh)
 }
 
 // dispatch hands a request to its group's raft and sends the answer.
@@ -230,6 +243,7 @@ func (s *serverConn) send(frames ...[]byte) {
 
 func (s *serverConn) writeLoop() {
 	defer s.n.wg.Done()
+	bw := bufio.NewWriterSize(s.conn, 64<<10)
 	var batch [][]byte
 	for {
 		select {
@@ -237,13 +251,16 @@ func (s *serverConn) writeLoop() {
 		case <-s.done:
 			return
 		}
+		// Let answers being produced at this moment (heartbeats of other
+		// groups that arrived in the same read) join this write.
+		runtime.Gosched()
 		s.mu.Lock()
 		batch, s.queue = s.queue, batch[:0]
 		s.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
-		if err := s.write(batch); err != nil {
+		if err := writeBatch(s.conn, bw, batch, s.n.opts.Timeout); err != nil {
 			s.close()
 			return
 		}

@@ -53,14 +53,19 @@ func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (ra
 }
 
 // Hurry makes the group's requests urgent for d: they no longer wait for the
-// tick. Call it before raft.VerifyLeader, whose heartbeats a caller waits for.
+// tick, and those already waiting go at once. Call it before
+// raft.VerifyLeader, whose heartbeats a caller waits for (raft's heartbeat
+// loop may be waiting inside a lazy AppendEntries when the verify begins).
 func (t *Transport) Hurry(d time.Duration) {
 	until := time.Now().Add(d).UnixNano()
 	for {
 		cur := t.hurry.Load()
 		if cur >= until || t.hurry.CompareAndSwap(cur, until) {
-			return
+			break
 		}
+	}
+	if t.net != nil {
+		t.net.hurry(t.group)
 	}
 }
 
