@@ -167,11 +167,8 @@ func DecodeAllowResp(data []byte) (AllowResp, error) {
 
 // wireErr is the reader's error, or an error for bytes left over.
 func wireErr(r *binenc.Reader) error {
-	if r.Err == nil && len(r.B) > 0 {
-		r.Fail("%d bytes after the end", len(r.B))
-	}
-	if r.Err != nil {
-		return fmt.Errorf("forwarded decisions: %w", r.Err)
+	if err := r.End(); err != nil {
+		return fmt.Errorf("forwarded decisions: %w", err)
 	}
 	return nil
 }

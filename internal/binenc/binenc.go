@@ -141,6 +141,15 @@ func (r *Reader) Bytes(max int) []byte {
 	return v
 }
 
+// End reports the first error, or one for bytes left after what was read:
+// a message must be read to its last byte.
+func (r *Reader) End() error {
+	if r.Err == nil && len(r.B) > 0 {
+		r.Fail("%d bytes after the end", len(r.B))
+	}
+	return r.Err
+}
+
 // Count reads an element count and checks that it could fit in the bytes
 // left, each element taking at least minSize bytes, so a caller may
 // allocate for it.

@@ -297,11 +297,8 @@ func appendResponse(b []byte, k kind, resp any) ([]byte, error) {
 
 // finish reports a decoding error, or bytes left over after a message.
 func finish(r *binenc.Reader) error {
-	if r.Err == nil && len(r.B) > 0 {
-		r.Fail("%d bytes after the message", len(r.B))
-	}
-	if r.Err != nil {
-		return fmt.Errorf("raftnet: %w", r.Err)
+	if err := r.End(); err != nil {
+		return fmt.Errorf("raftnet: %w", err)
 	}
 	return nil
 }

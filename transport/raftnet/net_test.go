@@ -2,12 +2,9 @@ package raftnet_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/internal/rafttest"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
 )
@@ -58,7 +56,7 @@ func (n *node) stop() {
 type member struct {
 	node *node
 	raft *raft.Raft
-	fsm  *recordingFSM
+	fsm  *rafttest.FSM
 }
 
 func raftConfig(id string) *raft.Config {
@@ -83,7 +81,7 @@ func startMember(t *testing.T, n *node, group string, servers []raft.Server, tun
 		tune(cfg)
 	}
 	store := raft.NewInmemStore()
-	fsm := &recordingFSM{}
+	fsm := &rafttest.FSM{}
 	r, err := raft.NewRaft(cfg, fsm, store, store, raft.NewInmemSnapshotStore(), trans)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Shutdown().Error() })
@@ -113,38 +111,11 @@ func startCluster(t *testing.T, ids []string, groups []string, opts raftnet.Opti
 
 func waitLeader(t *testing.T, ms []member) member {
 	t.Helper()
-	var leader member
-	require.Eventually(t, func() bool {
-		for _, m := range ms {
-			if m.raft.State() == raft.Leader {
-				leader = m
-				return true
-			}
-		}
-		return false
-	}, failsafe, 5*time.Millisecond, "no leader elected")
-	return leader
-}
-
-func applyAll(r *raft.Raft, cmds []string) error {
-	futures := make([]raft.ApplyFuture, len(cmds))
-	for i, cmd := range cmds {
-		futures[i] = r.Apply([]byte(cmd), failsafe)
+	rs := make([]*raft.Raft, len(ms))
+	for i, m := range ms {
+		rs[i] = m.raft
 	}
-	for i, f := range futures {
-		if err := f.Error(); err != nil {
-			return fmt.Errorf("apply %q: %w", cmds[i], err)
-		}
-	}
-	return nil
-}
-
-func commands(prefix string, n int) []string {
-	cmds := make([]string, n)
-	for i := range cmds {
-		cmds[i] = fmt.Sprintf("%s-%03d", prefix, i)
-	}
-	return cmds
+	return ms[rafttest.WaitLeader(t, rs...)]
 }
 
 func TestGroupsReplicateOverOneConnectionPerPeer(t *testing.T) {
@@ -155,9 +126,9 @@ func TestGroupsReplicateOverOneConnectionPerPeer(t *testing.T) {
 	errs := make(chan error, len(groups))
 	for _, g := range groups {
 		leader := waitLeader(t, members[g])
-		cmds := commands(g, 200)
+		cmds := rafttest.Commands(g, 200)
 		want[g] = cmds
-		go func() { errs <- applyAll(leader.raft, cmds) }()
+		go func() { errs <- rafttest.ApplyAll(leader.raft, cmds) }()
 	}
 	for range groups {
 		require.NoError(t, <-errs)
@@ -165,7 +136,7 @@ func TestGroupsReplicateOverOneConnectionPerPeer(t *testing.T) {
 	for _, g := range groups {
 		for _, m := range members[g] {
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				assert.Equal(c, want[g], m.fsm.applied())
+				assert.Equal(c, want[g], m.fsm.Applied())
 			}, failsafe, 5*time.Millisecond, "group %s on %s", g, m.node.id)
 		}
 	}
@@ -216,7 +187,7 @@ func TestGroupsFailOverWhenANodeDies(t *testing.T) {
 		require.Eventually(t, func() bool {
 			for _, m := range alive {
 				if m.raft.State() == raft.Leader {
-					return applyAll(m.raft, []string{"after-" + g}) == nil
+					return rafttest.ApplyAll(m.raft, []string{"after-" + g}) == nil
 				}
 			}
 			return false
@@ -235,16 +206,16 @@ func TestAFollowerFarBehindIsSentASnapshot(t *testing.T) {
 	}
 	ms := []member{startMember(t, n1, "g", servers, compact), startMember(t, n2, "g", servers, compact)}
 	leader := waitLeader(t, ms)
-	want := commands("s", 300)
-	require.NoError(t, applyAll(leader.raft, want))
+	want := rafttest.Commands("s", 300)
+	require.NoError(t, rafttest.ApplyAll(leader.raft, want))
 	require.NoError(t, leader.raft.Snapshot().Error())
 
 	late := startMember(t, n3, "g", nil, compact)
 	require.NoError(t, leader.raft.AddVoter("n3", raft.ServerAddress(n3.addr), 0, failsafe).Error())
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, want, late.fsm.applied())
+		assert.Equal(c, want, late.fsm.Applied())
 	}, failsafe, 10*time.Millisecond)
-	assert.Equal(t, 1, late.fsm.restores(), "the log before the snapshot was gone, so n3 got the snapshot")
+	assert.Equal(t, 1, late.fsm.Restores(), "the log before the snapshot was gone, so n3 got the snapshot")
 }
 
 func TestCallsReachTheirHandler(t *testing.T) {
@@ -345,56 +316,3 @@ func TestAStreamWithoutThePreambleIsClosed(t *testing.T) {
 	_, err = conn.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "a stream of another protocol version is closed")
 }
-
-// recordingFSM records the commands it applies, in order.
-type recordingFSM struct {
-	mu       sync.Mutex
-	cmds     []string
-	restored int
-}
-
-func (f *recordingFSM) Apply(l *raft.Log) any {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cmds = append(f.cmds, string(l.Data))
-	return nil
-}
-
-func (f *recordingFSM) applied() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.cmds)
-}
-
-func (f *recordingFSM) restores() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.restored
-}
-
-func (f *recordingFSM) Snapshot() (raft.FSMSnapshot, error) { return snapshot(f.applied()), nil }
-
-func (f *recordingFSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	var cmds []string
-	if err := json.NewDecoder(rc).Decode(&cmds); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cmds = cmds
-	f.restored++
-	return nil
-}
-
-type snapshot []string
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode([]string(s)); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snapshot) Release() {}
