@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"io"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +54,11 @@ func (t *transport) answered(target raft.ServerAddress, err error) error {
 		t.onContact(target)
 	}
 	return err
+}
+
+// InstallSnapshot implements raft.Transport.
+func (t *transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	return t.answered(target, t.hurryTransport.InstallSnapshot(id, target, args, resp, data))
 }
 
 // AppendEntries implements raft.Transport.

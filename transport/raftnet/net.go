@@ -77,12 +77,13 @@ type Net struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	mu       sync.RWMutex
-	closed   bool
-	groups   map[string]*Transport
-	handlers map[string]Handler
-	peers    map[string]*peer
-	accepted map[*serverConn]struct{}
+	mu        sync.RWMutex
+	closed    bool
+	groups    map[string]*Transport
+	handlers  map[string]Handler
+	peers     map[string]*peer
+	accepted  map[*serverConn]struct{}
+	snapshots map[net.Conn]struct{} // accepted snapshot streams
 }
 
 // New starts a Net accepting on layer; local is the address peers dial to
@@ -97,15 +98,16 @@ func New(layer Layer, local raft.ServerAddress, opts Options) *Net {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	n := &Net{
-		layer:    layer,
-		local:    local,
-		opts:     opts,
-		logger:   logger,
-		done:     make(chan struct{}),
-		groups:   map[string]*Transport{},
-		handlers: map[string]Handler{},
-		peers:    map[string]*peer{},
-		accepted: map[*serverConn]struct{}{},
+		layer:     layer,
+		local:     local,
+		opts:      opts,
+		logger:    logger,
+		done:      make(chan struct{}),
+		groups:    map[string]*Transport{},
+		handlers:  map[string]Handler{},
+		peers:     map[string]*peer{},
+		accepted:  map[*serverConn]struct{}{},
+		snapshots: map[net.Conn]struct{}{},
 	}
 	n.wg.Add(1)
 	go n.accept()
@@ -173,6 +175,7 @@ func (n *Net) Close() error {
 	close(n.done)
 	peers := slices.Collect(maps.Values(n.peers))
 	accepted := slices.Collect(maps.Keys(n.accepted))
+	snapshots := slices.Collect(maps.Keys(n.snapshots))
 	n.mu.Unlock()
 	err := n.layer.Close()
 	for _, p := range peers {
@@ -180,6 +183,9 @@ func (n *Net) Close() error {
 	}
 	for _, c := range accepted {
 		c.conn.Close()
+	}
+	for _, c := range snapshots {
+		c.Close()
 	}
 	n.wg.Wait()
 	return err

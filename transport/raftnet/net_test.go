@@ -316,3 +316,88 @@ func TestAStreamWithoutThePreambleIsClosed(t *testing.T) {
 	_, err = conn.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "a stream of another protocol version is closed")
 }
+
+// A snapshot whose data stops coming does not hold up the receiving Net's
+// Close: closing it ends the stream raft is reading.
+func TestAStalledSnapshotDoesNotHoldUpClose(t *testing.T) {
+	a, b := startNode(t, "a", raftnet.Options{}), startNode(t, "b", raftnet.Options{})
+	recv, err := b.net.Transport("g")
+	require.NoError(t, err)
+	reading := make(chan error, 1)
+	got := make(chan struct{})
+	go func() {
+		rpc := <-recv.Consumer()
+		close(got)
+		_, err := io.Copy(io.Discard, rpc.Reader)
+		reading <- err
+		rpc.Respond(&raft.InstallSnapshotResponse{}, err)
+	}()
+	send, err := a.net.Transport("g")
+	require.NoError(t, err)
+	data, stall := io.Pipe() // never written: the data stalls after the request
+	defer stall.Close()
+	go func() {
+		_ = send.InstallSnapshot("b", raft.ServerAddress(b.addr),
+			&raft.InstallSnapshotRequest{Term: 1, Size: 1 << 20}, &raft.InstallSnapshotResponse{}, data)
+	}()
+	select {
+	case <-got:
+	case <-time.After(failsafe):
+		require.FailNow(t, "the snapshot request never reached raft")
+	}
+	closed := make(chan struct{})
+	go func() { b.stop(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(failsafe):
+		require.FailNow(t, "the receiving Net did not close while a snapshot stalled")
+	}
+	select {
+	case err := <-reading:
+		assert.Error(t, err, "raft's read of the snapshot ended with the stream")
+	case <-time.After(failsafe):
+		require.FailNow(t, "raft's read of the snapshot never ended")
+	}
+}
+
+// A snapshot sent to a peer that stops reading ends when the sending
+// group's transport closes, not at its timeout.
+func TestASnapshotToAStuckPeerEndsWithItsTransport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accepted, never read
+		}
+	}()
+	a := startNode(t, "a", raftnet.Options{})
+	send, err := a.net.Transport("g")
+	require.NoError(t, err)
+	const size = 1 << 30 // far more than the socket buffers hold
+	sent := make(chan error, 1)
+	go func() {
+		sent <- send.InstallSnapshot("b", raft.ServerAddress(ln.Addr().String()),
+			&raft.InstallSnapshotRequest{Term: 1, Size: size}, &raft.InstallSnapshotResponse{}, io.LimitReader(zeros{}, size))
+	}()
+	select {
+	case err := <-sent:
+		require.FailNow(t, "the send ended before its transport closed", "%v", err)
+	case <-time.After(100 * time.Millisecond): // bounded wait for the send to block, not a clock
+	}
+	require.NoError(t, send.Close())
+	select {
+	case err := <-sent:
+		assert.Error(t, err)
+	case <-time.After(failsafe):
+		require.FailNow(t, "the sender's InstallSnapshot outlived its transport")
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }

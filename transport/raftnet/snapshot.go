@@ -34,6 +34,19 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(n.snapshotTimeout(args.Size)))
+	// Closing the group's transport or the Net ends the transfer at once,
+	// as it ends every other call.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-t.done:
+		case <-n.done:
+		case <-stop:
+			return
+		}
+		conn.Close()
+	}()
 
 	bw := bufio.NewWriterSize(conn, 64<<10)
 	frame := binenc.AppendString([]byte{0, 0, 0, 0}, t.group)
@@ -42,6 +55,11 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 		return err
 	}
 	if _, err := bw.Write(frame); err != nil {
+		return err
+	}
+	// The request goes ahead of the data, so the peer's raft can check it
+	// (and start reading) while the data streams.
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	if _, err := io.CopyN(bw, data, args.Size); err != nil {
@@ -69,7 +87,20 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 
 // serveSnapshot reads one snapshot stream and hands it to its group's raft.
 func (n *Net) serveSnapshot(conn net.Conn, br *bufio.Reader) {
-	defer conn.Close()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		conn.Close()
+		return
+	}
+	n.snapshots[conn] = struct{}{} // Net.Close closes it
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.snapshots, conn)
+		n.mu.Unlock()
+		conn.Close()
+	}()
 	_ = conn.SetDeadline(time.Now().Add(n.opts.Timeout))
 	b, err := readFrame(br, nil, n.opts.MaxFrame)
 	if err != nil {
