@@ -58,6 +58,9 @@ type Node struct {
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
 	reach    *reach // when each peer last answered (see cutOff)
+	// serverSets caches each group's raft configuration (*serverSet, see
+	// servers) for the reach judgments on the decision path.
+	serverSets sync.Map
 
 	leaving    atomic.Bool
 	placements atomic.Uint64 // placement rounds run, for tests

@@ -112,13 +112,13 @@ func (n *Node) lastHeard() map[string]time.Time {
 // quorum; voter is false if this node is not one of g's voters (it then
 // knows too little of g to judge).
 func (n *Node) heardFrom(g *raftgroup.Group, window time.Duration, followed map[string]time.Time) (heard, quorum int, voter bool) {
-	f := g.Raft.GetConfiguration()
-	if f.Error() != nil {
+	servers, ok := n.servers(g)
+	if !ok {
 		return 0, 0, false
 	}
 	since := n.reach.now().Add(-window)
 	voters := 0
-	for _, s := range f.Configuration().Servers {
+	for _, s := range servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
@@ -133,6 +133,33 @@ func (n *Node) heardFrom(g *raftgroup.Group, window time.Duration, followed map[
 		}
 	}
 	return heard, voters/2 + 1, voter
+}
+
+// serverSet is a group's raft configuration as read at a moment.
+type serverSet struct {
+	at      time.Time
+	servers []raft.Server
+}
+
+// servers returns g's configured servers, read from raft at most once per
+// quarter of the reach window: leaseLapsed runs for every decision a
+// leader takes, and raft's GetConfiguration is a round trip through the
+// group's main loop. A set that old only delays when a judgment that
+// decides nothing (refuse, or do not forward) notices a voter change.
+func (n *Node) servers(g *raftgroup.Group) ([]raft.Server, bool) {
+	now := n.reach.now()
+	if v, ok := n.serverSets.Load(g); ok {
+		if set := v.(*serverSet); now.Sub(set.at) < n.reach.window/4 {
+			return set.servers, true
+		}
+	}
+	f := g.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	set := &serverSet{at: now, servers: f.Configuration().Servers}
+	n.serverSets.Store(g, set)
+	return set.servers, true
 }
 
 // cutOff returns an error wrapping ErrUnavailable if this node, a voter of

@@ -271,18 +271,7 @@ func TestCallsReachTheirHandler(t *testing.T) {
 
 func TestAStuckConnectionIsDroppedAndDialledAgain(t *testing.T) {
 	// A peer that accepts and reads but never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-		}
-	}()
+	addr := silentPeer(t, true)
 	a := startNode(t, "a", raftnet.Options{Timeout: 150 * time.Millisecond})
 	trans, err := a.net.Transport("g")
 	require.NoError(t, err)
@@ -290,7 +279,7 @@ func TestAStuckConnectionIsDroppedAndDialledAgain(t *testing.T) {
 	// The raw listener speaks no raftmux header either; the request is just
 	// never answered.
 	for i := 1; i <= 2; i++ {
-		err = trans.RequestVote("x", raft.ServerAddress(ln.Addr().String()), &raft.RequestVoteRequest{Term: 1}, &resp)
+		err = trans.RequestVote("x", raft.ServerAddress(addr), &raft.RequestVoteRequest{Term: 1}, &resp)
 		assert.ErrorContains(t, err, "no answer")
 		assert.Equal(t, uint64(i), a.net.Stats().Dials, "call %d dialled afresh", i)
 	}
@@ -363,25 +352,14 @@ func TestAStalledSnapshotDoesNotHoldUpClose(t *testing.T) {
 // A snapshot sent to a peer that stops reading ends when the sending
 // group's transport closes, not at its timeout.
 func TestASnapshotToAStuckPeerEndsWithItsTransport(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // accepted, never read
-		}
-	}()
+	addr := silentPeer(t, false)
 	a := startNode(t, "a", raftnet.Options{})
 	send, err := a.net.Transport("g")
 	require.NoError(t, err)
 	const size = 1 << 30 // far more than the socket buffers hold
 	sent := make(chan error, 1)
 	go func() {
-		sent <- send.InstallSnapshot("b", raft.ServerAddress(ln.Addr().String()),
+		sent <- send.InstallSnapshot("b", raft.ServerAddress(addr),
 			&raft.InstallSnapshotRequest{Term: 1, Size: size}, &raft.InstallSnapshotResponse{}, io.LimitReader(zeros{}, size))
 	}()
 	select {
@@ -401,3 +379,39 @@ func TestASnapshotToAStuckPeerEndsWithItsTransport(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// silentPeer listens on loopback and accepts connections it never answers:
+// it reads and discards what they carry if read is set, and otherwise
+// leaves it unread, so the sender's writes block once the buffers fill.
+func silentPeer(t *testing.T, read bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			if read {
+				go func() { _, _ = io.Copy(io.Discard, c) }()
+			}
+		}
+	}()
+	return ln.Addr().String()
+}

@@ -329,7 +329,10 @@ func (c *clientConn) writeLoop() {
 	defer c.p.net.wg.Done()
 	n := c.p.net
 	bw := bufio.NewWriterSize(c.conn, 64<<10)
-	var batch []outFrame
+	var (
+		batch  []outFrame
+		frames [][]byte
+	)
 	for {
 		select {
 		case <-c.kick:
@@ -355,9 +358,9 @@ func (c *clientConn) writeLoop() {
 		batch, c.queue = c.queue, batch[:0]
 		c.urgent = false
 		c.mu.Unlock()
-		frames := make([][]byte, len(batch))
-		for i, f := range batch {
-			frames[i] = f.b
+		frames = frames[:0]
+		for _, f := range batch {
+			frames = append(frames, f.b)
 		}
 		if err := writeBatch(c.conn, bw, frames, n.opts.Timeout); err != nil {
 			c.fail(fmt.Errorf("raftnet: write to %s: %w", c.p.addr, err))
@@ -366,6 +369,7 @@ func (c *clientConn) writeLoop() {
 		n.stats.requests.Add(uint64(len(batch)))
 		n.stats.writes.Add(1)
 		clear(batch)
+		clear(frames)
 	}
 }
 

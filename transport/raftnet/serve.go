@@ -126,21 +126,15 @@ func (s *serverConn) heartbeats(ch <-chan request) {
 }
 
 func (s *serverConn) answerHeartbeat(q request) {
-	t := s.n.group(q.group)
-	if t == nil {
-		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: no group %q on %s", q.group, s.n.local)))
-		return
-	}
-	cmd, err := decodeRequest(q.kind, q.body)
-	if err != nil {
-		s.send(errorResponse(q.seq, err))
+	t, cmd, ok := s.resolve(q)
+	if !ok {
 		return
 	}
 	fn := t.heartbeatHandler()
-	if ae, ok := cmd.(*raft.AppendEntriesRequest); fn == nil || !ok || !isHeartbeat(ae) {
+	if ae, isAE := cmd.(*raft.AppendEntriesRequest); fn == nil || !isAE || !isHeartbeat(ae) {
 		// No fast path yet, or not a heartbeat whatever the sender said:
 		// raft's main loop decides, as NetworkTransport's receiver would.
-		s.dispatch(q)
+		s.toRaft(q, t, cmd)
 		return
 	}
 	respCh := make(chan raft.RPCResponse, 1)
@@ -150,16 +144,29 @@ func (s *serverConn) answerHeartbeat(q request) {
 
 // dispatch hands a request to its group's raft and sends the answer.
 func (s *serverConn) dispatch(q request) {
+	if t, cmd, ok := s.resolve(q); ok {
+		s.toRaft(q, t, cmd)
+	}
+}
+
+// resolve finds q's group and decodes its command; if either fails, it
+// answers q with the error and returns false.
+func (s *serverConn) resolve(q request) (*Transport, any, bool) {
 	t := s.n.group(q.group)
 	if t == nil {
 		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: no group %q on %s", q.group, s.n.local)))
-		return
+		return nil, nil, false
 	}
 	cmd, err := decodeRequest(q.kind, q.body)
 	if err != nil {
 		s.send(errorResponse(q.seq, err))
-		return
+		return nil, nil, false
 	}
+	return t, cmd, true
+}
+
+// toRaft hands cmd to t's raft main loop and sends its answer.
+func (s *serverConn) toRaft(q request, t *Transport, cmd any) {
 	respCh := make(chan raft.RPCResponse, 1)
 	select {
 	case t.consumer <- raft.RPC{Command: cmd, RespChan: respCh}:
