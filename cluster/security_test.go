@@ -227,8 +227,11 @@ func TestFakeGossipMemberNeverBecomesAVoter(t *testing.T) {
 	}
 	tc.placementRounds()
 	tc.requireVoters("n1", "n2", "n3")
+	// Every group still has a leader every node knows (an election under a
+	// loaded -race run may be under way at any instant, so this waits).
 	for _, n := range tc.live() {
-		require.NoError(t, n.Ready(ctx(t)))
+		require.Eventually(t, func() bool { return n.Ready(ctx(t)) == nil }, 10*time.Second, 5*time.Millisecond,
+			"%s never became ready", n.opts.NodeID)
 	}
 	d, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "zoe", Cost: 1}})
 	require.NoError(t, err)
