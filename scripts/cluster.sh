@@ -15,6 +15,8 @@
 #
 # Extra serve flags for every node: QUORATE_ARGS="--groups 8".
 # DEBUG_PORT=7079 serves each node's pprof profiles on 127.0.0.N:7079.
+# IP_BASE=10 puts node N on 127.0.0.(10+N) instead, so that two clusters
+# (say, two builds being compared) can run side by side.
 #
 # The API takes tokens: `up` writes $DIR/auth.json with one admin token,
 # kept in $DIR/token, new for every cluster (export QUORATE_TOKEN=$(cat
@@ -27,7 +29,7 @@ DIR=${QUORATE_CLUSTER_DIR:-cluster-data}
 NODES=${NODES:-3}
 BIN=bin/quorate
 
-ip() { echo "127.0.0.$1"; }
+ip() { echo "127.0.0.$(( ${IP_BASE:-0} + $1 ))"; }
 pidfile() { echo "$DIR/node$1.pid"; }
 # running N: node N's process exists and is not a zombie (a killed process
 # can linger as one until its new parent reaps it).
@@ -122,7 +124,7 @@ case "${1:-}" in
     for i in $(seq 2 "$NODES"); do start "$i"; done
     for i in $(seq 2 "$NODES"); do wait_ready "$i"; done
     wait_voters "$(( NODES < 3 ? NODES : 3 ))"
-    echo "cluster up: http://127.0.0.1:7070 http://127.0.0.2:7070 http://127.0.0.3:7070"
+    echo "cluster up:$(for i in $(seq 1 "$NODES"); do printf ' http://%s:7070' "$(ip "$i")"; done)"
     echo "admin token: export QUORATE_TOKEN=\$(cat $DIR/token)"
     ;;
   start)
