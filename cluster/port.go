@@ -80,9 +80,9 @@ func (p *portMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ns := p.net.Stats()
 	ch <- prometheus.MustNewConstMetric(p.frames, prometheus.CounterValue, float64(ns.Lazy), "lazy")
-	ch <- prometheus.MustNewConstMetric(p.frames, prometheus.CounterValue, float64(ns.Requests-min(ns.Lazy, ns.Requests)), "urgent")
+	ch <- prometheus.MustNewConstMetric(p.frames, prometheus.CounterValue, float64(ns.Urgent), "urgent")
 	ch <- prometheus.MustNewConstMetric(p.writes, prometheus.CounterValue, float64(ns.Writes), "requests")
 	ch <- prometheus.MustNewConstMetric(p.writes, prometheus.CounterValue, float64(ns.ServedWrites), "answers")
-	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.Dials-min(ns.DialFailures, ns.Dials)), "ok")
+	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.DialsOK), "ok")
 	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.DialFailures), "failed")
 }

@@ -277,30 +277,35 @@ func (n *Net) accept() {
 	}
 }
 
-// Stats counts a Net's traffic since it started.
+// Stats counts a Net's traffic since it started. Every field only ever
+// grows (each is a counter of its own, never a difference of two), so
+// they export as Prometheus counters as they are.
 type Stats struct {
 	// Requests is the number of request frames written, Writes the number
-	// of writes that carried them; Lazy counts the requests that waited for
-	// a tick. Requests/Writes is the coalescing factor.
-	Requests, Writes, Lazy uint64
+	// of writes that carried them: Requests/Writes is the coalescing
+	// factor. Lazy counts the requests queued to wait for a tick, Urgent
+	// the ones queued to go at once.
+	Requests, Writes, Lazy, Urgent uint64
 	// Served counts request frames received, ServedWrites the writes that
 	// carried their responses.
 	Served, ServedWrites uint64
-	// Dials and DialFailures count outgoing connections attempted and failed.
-	Dials, DialFailures uint64
+	// Dials counts outgoing connections attempted, DialsOK the ones that
+	// gave a connection and DialFailures the ones that failed.
+	Dials, DialsOK, DialFailures uint64
 }
 
 type stats struct {
-	requests, writes, lazy atomic.Uint64
-	served, servedWrites   atomic.Uint64
-	dials, dialFailures    atomic.Uint64
+	requests, writes, lazy, urgent atomic.Uint64
+	served, servedWrites           atomic.Uint64
+	dials, dialsOK, dialFailures   atomic.Uint64
 }
 
 // Stats returns the counters.
 func (n *Net) Stats() Stats {
 	return Stats{
-		Requests: n.stats.requests.Load(), Writes: n.stats.writes.Load(), Lazy: n.stats.lazy.Load(),
+		Requests: n.stats.requests.Load(), Writes: n.stats.writes.Load(),
+		Lazy: n.stats.lazy.Load(), Urgent: n.stats.urgent.Load(),
 		Served: n.stats.served.Load(), ServedWrites: n.stats.servedWrites.Load(),
-		Dials: n.stats.dials.Load(), DialFailures: n.stats.dialFailures.Load(),
+		Dials: n.stats.dials.Load(), DialsOK: n.stats.dialsOK.Load(), DialFailures: n.stats.dialFailures.Load(),
 	}
 }

@@ -82,6 +82,7 @@ func (p *peer) dial(a *dialAttempt) {
 		conn.Close()
 		a.err = ErrClosed
 	default:
+		n.stats.dialsOK.Add(1)
 		a.conn = newClientConn(p, conn)
 		p.conn = a.conn
 	}
@@ -248,6 +249,7 @@ func (c *clientConn) enqueue(f outFrame, ch chan reply, lazy bool) error {
 	if lazy {
 		c.p.net.stats.lazy.Add(1)
 	} else {
+		c.p.net.stats.urgent.Add(1)
 		wake = wake || !c.urgent
 		c.urgent = true
 	}

@@ -229,3 +229,38 @@ func TestRequestsQueuedWhenTheConnectionBreaksWereNotSent(t *testing.T) {
 	c.fail(errors.New("simulated break"))
 	assert.ErrorIs(t, <-errc, ErrNotSent)
 }
+
+// 7. The exported "urgent" count was Requests-Lazy, but Lazy counts a
+// request when it is queued and Requests when it is written: a heartbeat
+// waiting for the tick made the urgent counter fall, which Prometheus reads
+// as a restart. Each kind is now counted on its own, when it is queued.
+func TestRequestCountsNeverFallWhileARequestWaitsForTheTick(t *testing.T) {
+	const tick = time.Hour // the lazy request below waits until Hurry
+	a, _ := newTestNet(t, Options{Tick: tick})
+	defer a.Close()
+	b, baddr := newTestNet(t, Options{Tick: tick})
+	defer b.Close()
+	answerHeartbeats(t, b, "g", nil)
+	ta, err := a.Transport("g")
+	require.NoError(t, err)
+	require.NoError(t, ta.RequestVote("b", raft.ServerAddress(baddr), &raft.RequestVoteRequest{Term: 1}, &raft.RequestVoteResponse{}))
+	before := a.Stats()
+	require.Equal(t, uint64(1), before.Urgent)
+	require.Equal(t, uint64(1), before.Requests)
+	require.Equal(t, uint64(1), before.DialsOK)
+
+	done := make(chan error, 1)
+	go func() { done <- ta.AppendEntries("b", raft.ServerAddress(baddr), hb(), &raft.AppendEntriesResponse{}) }()
+	require.Eventually(t, func() bool { return a.Stats().Lazy == 1 }, 5*time.Second, time.Millisecond)
+	queued := a.Stats()
+	assert.Equal(t, before.Urgent, queued.Urgent, "a lazy request queued takes nothing from the urgent count")
+	assert.Equal(t, before.Requests, queued.Requests, "not written yet")
+
+	ta.Hurry(time.Second)
+	require.NoError(t, <-done)
+	after := a.Stats()
+	assert.Equal(t, uint64(2), after.Requests)
+	assert.Equal(t, uint64(1), after.Urgent, "it was queued lazy, and is counted so")
+	assert.Equal(t, uint64(1), after.Dials)
+	assert.Zero(t, after.DialFailures)
+}
