@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "results", "results folder")
 	unsafe := fs.Bool("unsafe", false, "run the negative control (built with unsafe_decide): the checkers must reject it")
 	groups := fs.Int("groups", 4, "data groups")
-	raftTimeout := fs.Duration("raft-timeout", 500*time.Millisecond, "the nodes' --raft-timeout")
+	raftTimeout := fs.Duration("raft-timeout", 300*time.Millisecond, "the nodes' --raft-timeout (the product default)")
 	workers := fs.Int("workers", 12, "concurrent client processes")
 	noNetns := fs.Bool("no-netns", false, "run nodes on 127.0.0.x with process faults only")
 	verbose := fs.Bool("v", false, "log what the harness does")
