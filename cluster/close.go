@@ -50,7 +50,7 @@ func (n *Node) Close() error {
 		}
 		n.fwdMu.Lock()
 		for _, f := range n.forwarders {
-			f.close()
+			f.close(ErrShuttingDown)
 		}
 		n.fwdMu.Unlock()
 		if n.net != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
@@ -21,8 +22,10 @@ type forwarder struct {
 	in       chan *fwdItem
 	inflight chan struct{}
 	stop     chan struct{}
+	closeErr error         // what callers are told once stop is closed
 	exited   chan struct{} // closed once run has returned, queue drained
 	wg       sync.WaitGroup
+	lastUse  atomic.Int64 // unix nanoseconds of the latest submit
 }
 
 type fwdItem struct {
@@ -52,6 +55,7 @@ func newForwarder(addr string, call forwardCall, maxInflight int) *forwarder {
 		stop:     make(chan struct{}),
 		exited:   make(chan struct{}),
 	}
+	f.lastUse.Store(time.Now().UnixNano())
 	f.wg.Add(1)
 	go f.run()
 	return f
@@ -59,11 +63,12 @@ func newForwarder(addr string, call forwardCall, maxInflight int) *forwarder {
 
 // submit forwards one group's requests and waits for the leader's answer.
 func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.Decision, error) {
+	f.lastUse.Store(time.Now().UnixNano())
 	it := &fwdItem{ctx: ctx, item: item, done: make(chan fwdOutcome, 1)}
 	select {
 	case f.in <- it:
 	case <-f.stop:
-		return nil, ErrShuttingDown
+		return nil, f.closeErr
 	default:
 		return nil, fmt.Errorf("%w: %d requests queued for %s", ErrOverloaded, cap(f.in), f.addr)
 	}
@@ -78,7 +83,7 @@ func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.D
 			// The queue send can win against a concurrent close: if run
 			// left without taking it, nothing was sent.
 			if !it.taken.Load() {
-				return nil, ErrShuttingDown
+				return nil, f.closeErr
 			}
 			exited = nil
 		}
@@ -100,7 +105,7 @@ func (f *forwarder) run() {
 		select {
 		case f.inflight <- struct{}{}:
 		case <-f.stop:
-			first.done <- fwdOutcome{err: ErrShuttingDown}
+			first.done <- fwdOutcome{err: f.closeErr}
 			return
 		}
 		items := []*fwdItem{first}
@@ -177,23 +182,63 @@ func (f *forwarder) send(items []*fwdItem) {
 	}
 }
 
-// failQueued answers everything still queued with ErrShuttingDown: none
-// of it was sent.
+// failQueued answers everything still queued with closeErr: none of it
+// was sent.
 func (f *forwarder) failQueued() {
 	for {
 		select {
 		case it := <-f.in:
 			it.taken.Store(true)
-			it.done <- fwdOutcome{err: ErrShuttingDown}
+			it.done <- fwdOutcome{err: f.closeErr}
 		default:
 			return
 		}
 	}
 }
 
-func (f *forwarder) close() {
+// close stops f; whatever it has not sent is answered err, which must say
+// that nothing was sent (ErrShuttingDown, or errNotLeader to be retried).
+func (f *forwarder) close(err error) {
+	f.closeErr = err
 	close(f.stop)
 	f.wg.Wait()
+}
+
+// forwarderFor returns the forwarder to the node at addr.
+func (n *Node) forwarderFor(addr string) *forwarder {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	f, ok := n.forwarders[addr]
+	if !ok {
+		f = newForwarder(addr, n.forward, 4)
+		n.forwarders[addr] = f
+	}
+	return f
+}
+
+// forwarderIdle is how long a forwarder may go unused before it is retired.
+const forwarderIdle = time.Minute
+
+// retireIdleForwarders closes the forwarders that nothing was submitted to
+// since idle before now, with nothing queued or in flight. Leaders move and
+// nodes come and go under new addresses (a restarted pod often gets a new
+// one), so without this every address ever forwarded to would keep a
+// goroutine and its queue for the life of the process. A request that
+// reaches a forwarder just as it is retired is answered errNotLeader:
+// nothing was sent, and atLeader retries it on a new forwarder.
+func (n *Node) retireIdleForwarders(now time.Time, idle time.Duration) {
+	var retired []*forwarder
+	n.fwdMu.Lock()
+	for addr, f := range n.forwarders {
+		if now.Sub(time.Unix(0, f.lastUse.Load())) >= idle && len(f.in) == 0 && len(f.inflight) == 0 {
+			delete(n.forwarders, addr)
+			retired = append(retired, f)
+		}
+	}
+	n.fwdMu.Unlock()
+	for _, f := range retired {
+		f.close(fmt.Errorf("%w: the forwarder to %s was retired unused", errNotLeader, f.addr))
+	}
 }
 
 // allowMethod is the raftnet method forwarded decisions are sent to.

@@ -280,6 +280,7 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
+	n.every(forwarderIdle, nil, func() { n.retireIdleForwarders(time.Now(), forwarderIdle) })
 	n.every(n.reach.window/4, nil, n.reach.tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
@@ -496,16 +497,4 @@ func (n *Node) publishLeads() {
 		leads[g.Index] = g.Serving()
 	}
 	n.members.SetLeads(leads)
-}
-
-// forwarderFor returns the forwarder to the node at addr.
-func (n *Node) forwarderFor(addr string) *forwarder {
-	n.fwdMu.Lock()
-	defer n.fwdMu.Unlock()
-	f, ok := n.forwarders[addr]
-	if !ok {
-		f = newForwarder(addr, n.forward, 4)
-		n.forwarders[addr] = f
-	}
-	return f
 }

@@ -463,13 +463,47 @@ func TestClosedForwarderAnswersAtOnce(t *testing.T) {
 	f := newForwarder("127.0.0.1:1", func(context.Context, string, []byte) ([]byte, error) {
 		panic("a closed forwarder sends nothing")
 	}, 1)
-	f.close()
+	f.close(ErrShuttingDown)
 	for i := range 50 {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		_, err := f.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
 		cancel()
 		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
 	}
+}
+
+// Forwarders to addresses no longer used are retired, so that a node does
+// not keep a goroutine and a queue for every address it ever forwarded to;
+// one still in use stays, and a request that reaches a retired one is told
+// to retry (nothing was sent), never that the node is shutting down.
+func TestIdleForwardersAreRetired(t *testing.T) {
+	n := startNode(t, t.TempDir(), NewManualClock())
+	gone, used := freePort(t), freePort(t) // nothing listens on either
+	old := n.forwarderFor(gone)
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+	require.ErrorIs(t, err, errNotLeader, "a peer that cannot be dialled was sent nothing")
+
+	// Both were used within the last minute; then only one of them was.
+	n.retireIdleForwarders(time.Now(), forwarderIdle)
+	assert.Same(t, old, n.forwarderFor(gone), "used within the idle time")
+	n.forwarderFor(used).lastUse.Store(time.Now().Add(forwarderIdle).UnixNano())
+	n.retireIdleForwarders(time.Now().Add(forwarderIdle+time.Second), forwarderIdle)
+
+	select {
+	case <-old.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retired forwarder's goroutine is still running")
+	}
+	_, err = old.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+	assert.ErrorIs(t, err, errNotLeader, "retried elsewhere, as nothing was sent")
+	assert.NotErrorIs(t, err, ErrShuttingDown)
+	n.fwdMu.Lock()
+	assert.NotContains(t, n.forwarders, gone)
+	assert.Contains(t, n.forwarders, used)
+	n.fwdMu.Unlock()
+	assert.NotSame(t, old, n.forwarderFor(gone), "a new one is made on the next use")
 }
 
 // The node's metrics include the log's fsyncs and the request ids forgotten
