@@ -64,18 +64,27 @@ func answerHeartbeats(t *testing.T, n *Net, g string, before func()) *Transport 
 	return tr
 }
 
+// heartbeatPair starts two Nets with the given tick, the second answering
+// group "g" at once, and returns the first's transport for "g" and the
+// second's address.
+func heartbeatPair(t *testing.T, tick time.Duration) (*Transport, string) {
+	t.Helper()
+	a, _ := newTestNet(t, Options{Tick: tick})
+	t.Cleanup(func() { _ = a.Close() })
+	b, baddr := newTestNet(t, Options{Tick: tick})
+	t.Cleanup(func() { _ = b.Close() })
+	answerHeartbeats(t, b, "g", nil)
+	ta, err := a.Transport("g")
+	require.NoError(t, err)
+	return ta, baddr
+}
+
 // 1. Hurry does not speed up a lazy request already queued: VerifyLeader's
 // heartbeat, if raft's heartbeat goroutine is already waiting in a lazy
 // call, still waits for the tick.
 func TestHurrySendsAQueuedLazyRequestAtOnce(t *testing.T) {
 	const tick = 2 * time.Second
-	a, _ := newTestNet(t, Options{Tick: tick})
-	defer a.Close()
-	b, baddr := newTestNet(t, Options{Tick: tick})
-	defer b.Close()
-	answerHeartbeats(t, b, "g", nil)
-	ta, err := a.Transport("g")
-	require.NoError(t, err)
+	ta, baddr := heartbeatPair(t, tick)
 	// warm the connection
 	ta.Hurry(time.Second)
 	require.NoError(t, ta.RequestVote("b", raft.ServerAddress(baddr), &raft.RequestVoteRequest{Term: 1}, &raft.RequestVoteResponse{}))
@@ -235,14 +244,8 @@ func TestRequestsQueuedWhenTheConnectionBreaksWereNotSent(t *testing.T) {
 // waiting for the tick made the urgent counter fall, which Prometheus reads
 // as a restart. Each kind is now counted on its own, when it is queued.
 func TestRequestCountsNeverFallWhileARequestWaitsForTheTick(t *testing.T) {
-	const tick = time.Hour // the lazy request below waits until Hurry
-	a, _ := newTestNet(t, Options{Tick: tick})
-	defer a.Close()
-	b, baddr := newTestNet(t, Options{Tick: tick})
-	defer b.Close()
-	answerHeartbeats(t, b, "g", nil)
-	ta, err := a.Transport("g")
-	require.NoError(t, err)
+	ta, baddr := heartbeatPair(t, time.Hour) // the lazy request below waits until Hurry
+	a := ta.net
 	require.NoError(t, ta.RequestVote("b", raft.ServerAddress(baddr), &raft.RequestVoteRequest{Term: 1}, &raft.RequestVoteResponse{}))
 	before := a.Stats()
 	require.Equal(t, uint64(1), before.Urgent)
