@@ -88,9 +88,11 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 
 func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 
-// refused counts a call refused for err, if err is a refusal.
+// refused counts a call refused for err, if err is a refusal (an unknown
+// outcome is not one, whatever ended the attempts to learn it).
 func (m *nodeMetrics) refused(err error) {
 	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
 	case errors.Is(err, ErrOverloaded):
 		m.refusals.WithLabelValues("overloaded").Inc()
 	case errors.Is(err, ErrTooManyClients):

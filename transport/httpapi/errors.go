@@ -68,18 +68,21 @@ func badRequest(code, format string, args ...any) *apiError {
 }
 
 // unavailable are the cluster's errors that answer 503, in the order they
-// are matched (more specific first): what each tells the caller, and how
-// long to wait before retrying. Only outcome_unknown means "maybe decided".
+// are matched: what each tells the caller, and how long to wait before
+// retrying. Only outcome_unknown means "maybe decided", and it comes first:
+// an unknown outcome wraps whatever ended the attempts to learn it (the
+// node shutting down, say), and every other answer here tells the caller
+// that nothing was decided.
 var unavailable = []struct {
 	err        error
 	code, msg  string
 	retryAfter int
 }{
+	{cluster.ErrOutcomeUnknown, CodeUnknown, "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", 1},
 	{cluster.ErrShuttingDown, CodeShuttingDown, "this node is shutting down; retry on another node", 1},
 	{cluster.ErrOverloaded, CodeOverloaded, "this node has more work queued than it takes; nothing was decided, retry later or on another node", 1},
 	{cluster.ErrTooManyClients, CodeTooMany, "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided", 1},
 	{cluster.ErrDiskFull, CodeDiskFull, "this node's disk is nearly full; nothing was decided, retry on another node", 5},
-	{cluster.ErrOutcomeUnknown, CodeUnknown, "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which", 1},
 	{cluster.ErrUnavailable, CodeUnavailable, "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id", 1},
 }
 
