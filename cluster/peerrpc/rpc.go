@@ -45,15 +45,18 @@ type Error struct {
 
 // codes maps the errors a handler may answer to their codes on the
 // wire, and back: the first entry whose error matches wins, so more
-// specific errors come first. Codes are part of the protocol between nodes.
+// specific errors come first, and an unknown outcome before everything: it
+// may wrap what ended the attempts to learn it, and every other code tells
+// the caller that nothing was done. Codes are part of the protocol between
+// nodes.
 var codes = []struct {
 	code string
 	err  error
 }{
+	{"outcome_unknown", errs.ErrOutcomeUnknown},
 	{"not_leader", errs.ErrNotLeader},
 	// A remote node that is stopping took nothing: another may lead soon.
 	{"shutting_down", errs.ErrShuttingDown},
-	{"outcome_unknown", errs.ErrOutcomeUnknown},
 	{"overloaded", errs.ErrOverloaded},
 	{"too_many_clients", errs.ErrTooManyClients},
 	{"disk_full", errs.ErrDiskFull},

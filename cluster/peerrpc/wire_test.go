@@ -122,4 +122,13 @@ func TestRPCErrorsRoundTrip(t *testing.T) {
 		assert.ErrorIs(t, got, want, c.code)
 	}
 	assert.ErrorIs(t, (&Error{Code: "from_a_newer_node", Message: "?"}).Err(), errs.ErrOutcomeUnknown, "an unknown code proves nothing")
+
+	// An unknown outcome stays unknown whatever else it wraps: answered as
+	// not_leader or shutting_down, the caller would take it for "nothing
+	// was done".
+	for _, c := range codes {
+		got := ToError(fmt.Errorf("%w: then %w", errs.ErrOutcomeUnknown, c.err))
+		assert.Equal(t, "outcome_unknown", got.Code, "unknown, then %s", c.code)
+		assert.NotErrorIs(t, got.Err(), errs.ErrNotLeader, "unknown, then %s", c.code)
+	}
 }
