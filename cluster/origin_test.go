@@ -171,3 +171,19 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 	assert.GreaterOrEqual(t, consumed, acked.Load(), "an acknowledged admission was lost")
 	assert.LessOrEqual(t, consumed, acked.Load()+unknown.Load(), "a token was spent twice")
 }
+
+// A node that stops while it retries to learn an unknown outcome answers
+// that the outcome is unknown, wrapping why it stopped trying. The fault
+// suite's membership mix caught the HTTP layer answering such an error
+// shutting_down, which says nothing was decided; httpapi's
+// TestServiceErrorMapping holds it to outcome_unknown.
+func TestAStopWhileResolvingLeavesTheOutcomeUnknown(t *testing.T) {
+	n := startNode(t, t.TempDir(), NewManualClock())
+	g := n.groupFor("a")
+	r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 1}})}
+	require.ErrorIs(t, r.check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errNotLeader)
+	require.NoError(t, n.Close())
+	_, err := n.decide(ctx(t), g, r)
+	assert.ErrorIs(t, err, ErrOutcomeUnknown)
+	assert.ErrorIs(t, err, ErrShuttingDown, "the combination the HTTP layer must answer outcome_unknown")
+}
