@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,7 +82,12 @@ func (n *Node) handOver(g *raftgroup.Group) {
 		return
 	}
 	start := time.Now()
-	if err := g.Raft.LeadershipTransfer().Error(); err != nil {
+	err := g.Raft.LeadershipTransfer().Error()
+	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		err = n.handOverElsewhere(g, err)
+	}
+	// A transfer already in progress (placement's) is waited for below.
+	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 		n.logger.Warn("leadership hand-over failed; stopping anyway", "group", g.ID, "err", err)
 		return
 	}
@@ -105,3 +111,34 @@ func (n *Node) handOver(g *raftgroup.Group) {
 
 // Done is closed once the node has stopped (after Close or Leave).
 func (n *Node) Done() <-chan struct{} { return n.done }
+
+// handOverElsewhere transfers g's leadership after raft's own pick failed
+// (why): raft picks the most up-to-date voter whether it is running or not,
+// and in a rolling restart that is often the node stopped just before this
+// one. It tries g's other voters this node has heard from within the reach
+// window, the most recently heard first, and returns the last error if
+// none takes it.
+func (n *Node) handOverElsewhere(g *raftgroup.Group, why error) error {
+	servers, ok := n.servers(g)
+	if !ok {
+		return why
+	}
+	since := n.reach.now().Add(-n.reach.window)
+	var live []raft.Server
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.opts.NodeID && n.reach.last(string(s.Address)).After(since) {
+			live = append(live, s)
+		}
+	}
+	slices.SortFunc(live, func(a, b raft.Server) int {
+		return n.reach.last(string(b.Address)).Compare(n.reach.last(string(a.Address)))
+	})
+	err := why
+	for _, s := range live {
+		if err = g.Raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err == nil {
+			n.logger.Info("leadership handed over to another voter after raft's pick failed", "group", g.ID, "to", s.ID, "first", why)
+			return nil
+		}
+	}
+	return err
+}
