@@ -16,15 +16,8 @@ import (
 // leader now hands over to a voter it has heard from instead.
 func TestHandOverSkipsAStoppedVoter(t *testing.T) {
 	// Had the hand-over failed, the leader would keep leading: its running
-	// follower hears it and never stands. Timeouts of a second keep a
-	// loaded -race run from electing anyone by chance.
-	slow := LoopbackRaftTimings
-	slow.HeartbeatTimeout, slow.ElectionTimeout, slow.LeaderLeaseTimeout = time.Second, time.Second, time.Second
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
-	for range 3 {
-		tc.addNode()
-	}
-	tc.waitStable(3)
+	// follower hears it and never stands.
+	tc := newSlowTestCluster(t)
 
 	l := tc.leaderOfClient("anyone")
 	require.GreaterOrEqual(t, l, 0)

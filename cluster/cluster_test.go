@@ -467,7 +467,10 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 // third of that, before it stopped). 200 ms is also less than a tick: the
 // new leader must not wait for raftnet's tick before its barrier commits
 // (see raftgroup's transport).
-func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
+// newSlowTestCluster is a stable 3-node, 3-group cluster with raft
+// timeouts of a second, so that no election happens by chance during a
+// test that watches leadership move by hand-over.
+func newSlowTestCluster(t *testing.T) *testCluster {
 	slow := LoopbackRaftTimings
 	slow.HeartbeatTimeout, slow.ElectionTimeout, slow.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
@@ -475,6 +478,11 @@ func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
 		tc.addNode()
 	}
 	tc.waitStable(3)
+	return tc
+}
+
+func TestClusterGracefulStopHandsLeadershipOver(t *testing.T) {
+	tc := newSlowTestCluster(t)
 
 	victim := tc.leaderOfClient("anyone")
 	require.GreaterOrEqual(t, victim, 0)
