@@ -24,14 +24,34 @@ func parsePolicy(c history.Policy) (bucket.Policy, error) {
 // change is one policy change of a tier as the checkers see it.
 type change struct {
 	pol bucket.Policy
+	inForce
+	idx     int // index in History.Policies
+	version uint64
+}
+
+// inForce is when a change (of a tier's policy, or of a key's tier) is in
+// force.
+type inForce struct {
 	// from is the earliest time it may take effect (its invoke, or -∞ when
 	// unknown); ack the time by which it certainly has (+∞ if not acked).
 	from, ack int64
-	// to is the latest time it may still be the policy in force: the
-	// earliest ack of a change invoked after this one was acked.
-	to      int64
-	idx     int // index in History.Policies
-	version uint64
+	// to is the latest time it may still be in force: the earliest ack of
+	// a change invoked after this one was acked (+∞ if none).
+	to int64
+}
+
+// settle sets every change's to from the others, then sorts xs by ack.
+func settle[T any](xs []T, spanOf func(*T) *inForce) {
+	for i := range xs {
+		to := int64(math.MaxInt64)
+		for j := range xs {
+			if m := spanOf(&xs[j]); j != i && m.from > spanOf(&xs[i]).ack {
+				to = min(to, m.ack)
+			}
+		}
+		spanOf(&xs[i]).to = to
+	}
+	slices.SortStableFunc(xs, func(a, b T) int { return cmp.Compare(spanOf(&a).ack, spanOf(&b).ack) })
 }
 
 // timeline is what a tier's policy may be over the run.
@@ -60,7 +80,7 @@ func (p Params) timelineFor(h history.History, tier string) timeline {
 		if err != nil {
 			continue
 		}
-		ch := change{pol: pol, from: math.MinInt64, ack: math.MaxInt64, idx: i, version: c.Version}
+		ch := change{pol: pol, inForce: inForce{from: math.MinInt64, ack: math.MaxInt64}, idx: i, version: c.Version}
 		if c.Invoke != 0 {
 			ch.from = c.Invoke
 		}
@@ -70,16 +90,7 @@ func (p Params) timelineFor(h history.History, tier string) timeline {
 		}
 		tl.changes = append(tl.changes, ch)
 	}
-	for i := range tl.changes {
-		to := int64(math.MaxInt64)
-		for j, m := range tl.changes {
-			if j != i && m.from > tl.changes[i].ack {
-				to = min(to, m.ack)
-			}
-		}
-		tl.changes[i].to = to
-	}
-	slices.SortStableFunc(tl.changes, func(a, b change) int { return cmp.Compare(a.ack, b.ack) })
+	settle(tl.changes, func(c *change) *inForce { return &c.inForce })
 	return tl
 }
 
@@ -236,9 +247,9 @@ func tierName(t string) string {
 // move is one tier assignment of a key as the checkers see it; from, ack
 // and to as for a change.
 type move struct {
-	tier          string
-	from, ack, to int64
-	idx           int // index in History.Assignments
+	tier string
+	inForce
+	idx int // index in History.Assignments
 }
 
 // tierTimeline is what a key's tier may be over the run: initial (from
@@ -260,7 +271,7 @@ func tiersOf(h history.History, kh *keyHistory) tierTimeline {
 		if a.Key != kh.key {
 			continue
 		}
-		m := move{tier: tierName(a.Tier), from: a.Invoke, ack: math.MaxInt64, idx: i}
+		m := move{tier: tierName(a.Tier), inForce: inForce{from: a.Invoke, ack: math.MaxInt64}, idx: i}
 		if a.Invoke == 0 {
 			m.from = math.MinInt64
 		}
@@ -270,16 +281,7 @@ func tiersOf(h history.History, kh *keyHistory) tierTimeline {
 		}
 		tt.moves = append(tt.moves, m)
 	}
-	for i := range tt.moves {
-		to := int64(math.MaxInt64)
-		for j, m := range tt.moves {
-			if j != i && m.from > tt.moves[i].ack {
-				to = min(to, m.ack)
-			}
-		}
-		tt.moves[i].to = to
-	}
-	slices.SortStableFunc(tt.moves, func(a, b move) int { return cmp.Compare(a.ack, b.ack) })
+	settle(tt.moves, func(m *move) *inForce { return &m.inForce })
 	return tt
 }
 
