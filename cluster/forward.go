@@ -25,7 +25,7 @@ type forwarder struct {
 	closeErr error         // what callers are told once stop is closed
 	exited   chan struct{} // closed once run has returned, queue drained
 	wg       sync.WaitGroup
-	lastUse  atomic.Int64 // unix nanoseconds of the latest submit
+	used     atomic.Bool // submitted to since the last retirement sweep
 }
 
 type fwdItem struct {
@@ -55,7 +55,7 @@ func newForwarder(addr string, call forwardCall, maxInflight int) *forwarder {
 		stop:     make(chan struct{}),
 		exited:   make(chan struct{}),
 	}
-	f.lastUse.Store(time.Now().UnixNano())
+	f.used.Store(true)
 	f.wg.Add(1)
 	go f.run()
 	return f
@@ -63,7 +63,9 @@ func newForwarder(addr string, call forwardCall, maxInflight int) *forwarder {
 
 // submit forwards one group's requests and waits for the leader's answer.
 func (f *forwarder) submit(ctx context.Context, item peerrpc.AllowItem) ([]fsm.Decision, error) {
-	f.lastUse.Store(time.Now().UnixNano())
+	if !f.used.Load() { // most submits find it set: no write to share
+		f.used.Store(true)
+	}
 	it := &fwdItem{ctx: ctx, item: item, done: make(chan fwdOutcome, 1)}
 	select {
 	case f.in <- it:
@@ -216,21 +218,23 @@ func (n *Node) forwarderFor(addr string) *forwarder {
 	return f
 }
 
-// forwarderIdle is how long a forwarder may go unused before it is retired.
+// forwarderIdle is how often idle forwarders are retired: one nothing was
+// submitted to goes within one to two of it.
 const forwarderIdle = time.Minute
 
-// retireIdleForwarders closes the forwarders that nothing was submitted to
-// since idle before now, with nothing queued or in flight. Leaders move and
-// nodes come and go under new addresses (a restarted pod often gets a new
-// one), so without this every address ever forwarded to would keep a
-// goroutine and its queue for the life of the process. A request that
-// reaches a forwarder just as it is retired is answered errNotLeader:
-// nothing was sent, and atLeader retries it on a new forwarder.
-func (n *Node) retireIdleForwarders(now time.Time, idle time.Duration) {
+// retireIdleForwarders closes the forwarders nothing was submitted to since
+// the previous call, with nothing queued or in flight, and starts a new
+// period for the others. Leaders move and nodes come and go under new
+// addresses (a restarted pod often gets a new one), so without this every
+// address ever forwarded to would keep a goroutine and its queue for the
+// life of the process. A request that reaches a forwarder just as it is
+// retired is answered errNotLeader: nothing was sent, and atLeader retries
+// it on a new forwarder.
+func (n *Node) retireIdleForwarders() {
 	var retired []*forwarder
 	n.fwdMu.Lock()
 	for addr, f := range n.forwarders {
-		if now.Sub(time.Unix(0, f.lastUse.Load())) >= idle && len(f.in) == 0 && len(f.inflight) == 0 {
+		if !f.used.Swap(false) && len(f.in) == 0 && len(f.inflight) == 0 {
 			delete(n.forwarders, addr)
 			retired = append(retired, f)
 		}

@@ -280,7 +280,7 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
-	n.every(forwarderIdle, nil, func() { n.retireIdleForwarders(time.Now(), forwarderIdle) })
+	n.every(forwarderIdle, nil, n.retireIdleForwarders)
 	n.every(n.reach.window/4, nil, n.reach.tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)

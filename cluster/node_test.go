@@ -485,11 +485,12 @@ func TestIdleForwardersAreRetired(t *testing.T) {
 	_, err := n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
 	require.ErrorIs(t, err, errNotLeader, "a peer that cannot be dialled was sent nothing")
 
-	// Both were used within the last minute; then only one of them was.
-	n.retireIdleForwarders(time.Now(), forwarderIdle)
+	// Both were used within the first period; then only one of them was.
+	n.retireIdleForwarders()
 	assert.Same(t, old, n.forwarderFor(gone), "used within the idle time")
-	n.forwarderFor(used).lastUse.Store(time.Now().Add(forwarderIdle).UnixNano())
-	n.retireIdleForwarders(time.Now().Add(forwarderIdle+time.Second), forwarderIdle)
+	_, err = n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
+	require.ErrorIs(t, err, errNotLeader)
+	n.retireIdleForwarders()
 
 	select {
 	case <-old.exited:
