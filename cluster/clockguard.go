@@ -1,37 +1,112 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 )
 
-// DefaultMaxClockOffset is how far a node's clock may be from most of its
-// peers' before it stops leading (see checkClocks).
+// DefaultMaxClockOffset is Δ, the largest offset the clock guard lets two
+// nodes that stamp decisions have between their clocks (see checkClocks).
 const DefaultMaxClockOffset = 500 * time.Millisecond
 
-// clockCheckInterval is how often a node compares its clock with its peers'.
-const clockCheckInterval = 2 * time.Second
+// clockCheckInterval is how often a node whose clock is in bounds compares
+// it with its peers'; a node whose clock is unchecked or off checks every
+// clockRecheckInterval, so that it serves soon after its clock agrees.
+const (
+	clockCheckInterval   = 2 * time.Second
+	clockRecheckInterval = 200 * time.Millisecond
+)
 
-// errClockOff refuses decisions on a node whose clock is out of bounds. It
-// wraps errNotLeader: nothing was appended, and the caller retries at the
-// group's next leader.
-var errClockOff = errors.New("this node's clock is too far from its peers' to stamp decisions")
+// clockState is what a node knows of its own clock. Only clockInBounds
+// stamps: a node starts unchecked (unless it is alone, or the check is
+// off) and stamps nothing until a check against its peers finds its clock
+// in bounds.
+type clockState int32
+
+const (
+	clockUnchecked clockState = iota // never compared with a peer since the node started
+	clockInBounds
+	clockOff
+)
+
+func (s clockState) String() string {
+	switch s {
+	case clockInBounds:
+		return "in bounds"
+	case clockOff:
+		return "off"
+	}
+	return "unchecked"
+}
+
+// errClockOff refuses decisions on a node whose clock is not known to be in
+// bounds. It is joined with errNotLeader: nothing was appended, and the
+// caller retries at the group's next leader.
+var errClockOff = errors.New("this node's clock is not known to agree with its peers': it stamps no decisions")
+
+// clockReading is one peer's clock as this node read it.
+type clockReading struct {
+	offset      time.Duration // the peer's clock minus this node's
+	uncertainty time.Duration // half the round trip of the reading
+	inBounds    bool          // the peer's own check finds its clock in bounds (gossip)
+}
+
+// judgeClock decides whether this node's clock is in bounds, given its
+// peers' readings and whether it was in bounds before, and returns its
+// offset from the reference: the median of the clocks that are in bounds
+// (this node's among them if it is), or of every clock read when none is
+// (a cluster starting together). A node is in bounds when it is within
+// max/2 of that median, the readings' uncertainty included, so that any two
+// nodes judged against the same median are within max of each other: Δ in
+// the over-admission bound. A newcomer is judged against the nodes already
+// in bounds and does not move their median, so one node with a wrong clock
+// cannot push a good node out.
+func judgeClock(readings []clockReading, wasInBounds bool, limit time.Duration) (inBounds bool, offset time.Duration) {
+	var ref []clockReading
+	for _, r := range readings {
+		if r.inBounds {
+			ref = append(ref, r)
+		}
+	}
+	switch {
+	case wasInBounds:
+		ref = append(ref, clockReading{inBounds: true})
+	case len(ref) == 0:
+		ref = append(slices.Clone(readings), clockReading{})
+	}
+	slices.SortFunc(ref, func(a, b clockReading) int { return cmp.Compare(a.offset, b.offset) })
+	mid := len(ref) / 2
+	median := ref[mid].offset
+	if len(ref)%2 == 0 {
+		median = ref[mid-1].offset/2 + ref[mid].offset/2
+	}
+	var uncertainty time.Duration
+	for _, r := range ref {
+		uncertainty = max(uncertainty, r.uncertainty)
+	}
+	return abs(median)+uncertainty <= limit/2, median
+}
 
 // checkClocks bounds Δ, the clock offset in the over-admission bound: it
-// reads every proven peer's clock over the internal RPC and, when the
-// offset to most of them is beyond Options.MaxClockOffset even allowing for
-// the round trip, marks this node's clock off. A node whose clock is off
-// stamps nothing: it refuses decisions (errClockOff, so callers go to
-// another leader), is not ready, and tells the others through gossip, so
-// that placement hands its groups' leadership to nodes whose clocks agree
-// and never back while it stays off. A single node has no peer to compare
-// with and is never off.
+// reads every proven peer's clock over the internal RPC and judges this
+// node's clock against them (judgeClock). A node whose clock is not in
+// bounds, including one that has not been checked since it started,
+// stamps nothing: it refuses decisions and reclaims (errClockOff, so callers
+// go to another leader), is not ready, and says so through gossip, so that
+// placement hands its groups' leadership to nodes whose clocks agree and
+// never back until its own does. A node that is the only voter of every
+// group has nobody to compare with and is in bounds by definition; one that
+// has peers but reaches none keeps its verdict.
 func (n *Node) checkClocks() {
 	if n.opts.MaxClockOffset < 0 || n.members == nil {
 		return
@@ -43,10 +118,9 @@ func (n *Node) checkClocks() {
 		}
 	}
 	var (
-		mu      sync.Mutex
-		offsets []time.Duration // of the peers beyond the bound too
-		beyond  int
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		readings []clockReading
+		wg       sync.WaitGroup
 	)
 	for _, m := range peers {
 		wg.Add(1)
@@ -58,30 +132,93 @@ func (n *Node) checkClocks() {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			offsets = append(offsets, offset)
-			if abs(offset)-uncertainty > n.opts.MaxClockOffset {
-				beyond++
-			}
+			readings = append(readings, clockReading{offset: offset, uncertainty: uncertainty, inBounds: !m.Meta.ClockOff})
 		}()
 	}
 	wg.Wait()
-	off := len(offsets) > 0 && 2*beyond > len(offsets)
-	var median time.Duration
-	if len(offsets) > 0 {
-		slices.Sort(offsets)
-		median = offsets[len(offsets)/2]
-	}
-	n.clockSkew.Store(int64(median))
-	if n.clockOff.Swap(off) != off {
-		if off {
-			n.logger.Error("this node's clock is too far from its peers': it stops deciding and hands its groups' leadership over until its clock agrees again",
-				"offset_to_peers", median.String(), "max", n.opts.MaxClockOffset.String())
-		} else {
-			n.logger.Warn("this node's clock agrees with its peers' again", "offset_to_peers", median.String())
+	was := n.clockState()
+	if len(readings) == 0 {
+		if was == clockUnchecked && n.alone() {
+			n.setClockState(clockInBounds, 0, "this node is the only voter of every group: no clock to compare with")
 		}
-		n.members.SetClockOff(off)
-		kick(n.placementCh)
+		return
 	}
+	ok, offset := judgeClock(readings, was == clockInBounds, n.opts.MaxClockOffset)
+	state := clockOff
+	if ok {
+		state = clockInBounds
+	}
+	n.setClockState(state, offset, "")
+}
+
+// setClockState records a verdict of checkClocks, logs a change and tells
+// gossip and placement.
+func (n *Node) setClockState(state clockState, offset time.Duration, why string) {
+	n.clockSkew.Store(int64(offset))
+	was := clockState(n.clock.Swap(int32(state)))
+	if was == state {
+		return
+	}
+	switch {
+	case state == clockInBounds && why != "":
+		n.logger.Info("this node's clock is in bounds: "+why, "was", was.String())
+	case state == clockInBounds:
+		n.logger.Info("this node's clock agrees with its peers': it may stamp decisions and lead",
+			"offset_from_peers", (-offset).String(), "was", was.String(), "max_clock_offset", n.opts.MaxClockOffset.String())
+	default:
+		n.logger.Error("this node's clock is too far from its peers': it stamps no decisions and hands its groups' leadership over until its clock agrees",
+			"offset_from_peers", (-offset).String(), "allowed", (n.opts.MaxClockOffset / 2).String(), "max_clock_offset", n.opts.MaxClockOffset.String())
+	}
+	n.members.SetClockOff(state != clockInBounds)
+	kick(n.placementCh)
+}
+
+func (n *Node) clockState() clockState { return clockState(n.clock.Load()) }
+
+// alone reports whether this node is the only server of every group's raft
+// configuration (a one-node cluster), so that no other clock ever stamps
+// its groups' entries.
+func (n *Node) alone() bool {
+	for _, g := range n.allGroups() {
+		f := g.Raft.GetConfiguration()
+		if f.Error() != nil {
+			return false
+		}
+		servers := f.Configuration().Servers
+		if len(servers) != 1 || servers[0].ID != raft.ServerID(n.opts.NodeID) {
+			return false
+		}
+	}
+	return true
+}
+
+// runClockChecks checks the clock at once, then every clockRecheckInterval
+// until it is in bounds and every clockCheckInterval from then on (and
+// whenever clockCh fires), until the node stops.
+func (n *Node) runClockChecks() {
+	if n.opts.MaxClockOffset < 0 {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for {
+			n.checkClocks()
+			wait := clockRecheckInterval
+			if n.clockState() == clockInBounds {
+				wait = clockCheckInterval
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-n.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			case <-n.clockCh:
+				t.Stop()
+			}
+		}
+	}()
 }
 
 // clockOffset reads the clock of the node at addr: its offset from this
@@ -100,13 +237,13 @@ func (n *Node) clockOffset(addr string) (offset, uncertainty time.Duration, err 
 	return time.Duration(theirs - (local + int64(rtt)/2)), rtt / 2, nil
 }
 
-// clockErr returns errClockOff, wrapped as not-leader, while this node's
-// clock is off.
+// clockErr returns errClockOff, joined with errNotLeader, unless this
+// node's clock is in bounds.
 func (n *Node) clockErr() error {
-	if !n.clockOff.Load() {
-		return nil
+	if s := n.clockState(); s != clockInBounds {
+		return errors.Join(errNotLeader, fmt.Errorf("%w (%s)", errClockOff, s))
 	}
-	return errors.Join(errNotLeader, errClockOff)
+	return nil
 }
 
 func abs(d time.Duration) time.Duration {

@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -24,15 +28,15 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 	n1 := tc.nodes[0]
 	for _, n := range tc.nodes {
 		n.checkClocks()
-		require.False(t, n.clockOff.Load(), "clocks agree")
+		require.False(t, (n.clockState() != clockInBounds), "clocks agree")
 	}
 
 	skewed.SetOffset(2 * time.Second)
 	for _, n := range tc.nodes {
 		n.checkClocks()
 	}
-	require.True(t, n1.clockOff.Load(), "n1 is 2 s ahead of both peers")
-	assert.False(t, tc.nodes[1].clockOff.Load(), "n2 disagrees with one peer of two: not off")
+	require.True(t, (n1.clockState() != clockInBounds), "n1 is 2 s ahead of both peers")
+	assert.False(t, (tc.nodes[1].clockState() != clockInBounds), "n2 disagrees with one peer of two: not off")
 	assert.ErrorIs(t, n1.Ready(ctx(t)), errClockOff)
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
@@ -53,7 +57,7 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 
 	skewed.SetOffset(0)
 	n1.checkClocks()
-	assert.False(t, n1.clockOff.Load())
+	assert.False(t, (n1.clockState() != clockInBounds))
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
 			if g.Serving() {
@@ -62,4 +66,152 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 10*time.Millisecond, "n1 never led again")
+}
+
+// A node restarted with its clock far ahead (before NTP synced, say) must
+// stamp nothing before its clock has been compared with its peers': not a
+// decision, not a reclaim. Even leading the group of a drained bucket, it
+// refills nothing, and the group's time does not jump.
+func TestNodeRestartedWithAClockAheadStampsNothing(t *testing.T) {
+	base := NewManualClock()
+	skewed := NewOffsetClock(base)
+	tc := &testCluster{t: t, clock: base, clocks: map[int]Clock{2: skewed}, groups: 3, partition: &Partition{}, deadAfter: time.Hour}
+	for range 3 {
+		tc.addNode()
+	}
+	tc.waitStable(3)
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "slow",
+		Policy: bucket.Policy{Capacity: 10, Rate: bucket.Scale / 10}})
+	require.NoError(t, err)
+	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "drained", "slow"))
+	require.True(t, allowOne(t, tc.nodes[0], "drained", 10).Allowed)
+	require.False(t, allowOne(t, tc.nodes[0], "drained", 1).Allowed)
+
+	tc.stop(2)
+	skewed.SetOffset(10 * time.Minute)
+	tc.start(2)
+	n3 := tc.nodes[2]
+	gi := GroupOf("drained", tc.groups)
+	g3 := n3.groups[gi]
+
+	// Hand the drained client's group to n3 as soon as it has caught up.
+	require.Eventually(t, func() bool {
+		l := tc.leaderOfClient("drained")
+		if l < 0 || l == 2 {
+			return l == 2
+		}
+		lg := tc.nodes[l].groups[gi]
+		if g3.FSM.AppliedIndex() < lg.FSM.AppliedIndex() {
+			return false
+		}
+		_ = lg.Raft.LeadershipTransferToServer(raft.ServerID("n3"), raft.ServerAddress(tc.raft[2])).Error()
+		return g3.Raft.State() == raft.Leader
+	}, 20*time.Second, 5*time.Millisecond, "n3 never led the drained client's group")
+	require.Eventually(t, func() bool { return g3.Serving() || g3.Raft.State() != raft.Leader }, 10*time.Second, time.Millisecond)
+
+	n3.reclaim()
+	// The decision is made, by a node whose clock is in bounds: n3 hands
+	// the group over rather than stamp it.
+	d := allowOne(t, n3, "drained", 1)
+	assert.False(t, d.Allowed, "a drained bucket refilled by a clock 10 minutes ahead")
+	assert.Less(t, d.Stamp, base.Now().Add(time.Minute).UnixNano(), "a decision was stamped with n3's clock")
+	assert.ErrorIs(t, n3.Ready(ctx(t)), errClockOff, "n3's clock is not in bounds: it is not ready")
+
+	// Whoever decides next, group time has not jumped: still drained.
+	d = allowOne(t, tc.nodes[0], "drained", 1)
+	assert.False(t, d.Allowed, "the bucket refilled")
+	assert.Less(t, d.Stamp, base.Now().Add(time.Minute).UnixNano(), "group time jumped ahead")
+}
+
+// judgeClock enforces Δ pairwise: every node in bounds is within half of
+// the limit of one median, so any two are within the limit of each other.
+func TestJudgeClock(t *testing.T) {
+	const ms = time.Millisecond
+	limit := 500 * ms
+	in := func(offset time.Duration) clockReading { return clockReading{offset: offset, inBounds: true} }
+	out := func(offset time.Duration) clockReading { return clockReading{offset: offset} }
+	for _, c := range []struct {
+		name       string
+		readings   []clockReading
+		was        bool
+		wantIn     bool
+		wantOffset time.Duration
+	}{
+		// Clocks at -450, 0 and +450 ms, everyone in bounds before: the
+		// outer two are 900 ms apart, so only the middle one stays.
+		{"-450 of -450/0/+450", []clockReading{in(450 * ms), in(900 * ms)}, true, false, 450 * ms},
+		{"0 of -450/0/+450", []clockReading{in(-450 * ms), in(450 * ms)}, true, true, 0},
+		{"+450 of -450/0/+450", []clockReading{in(-900 * ms), in(-450 * ms)}, true, false, -450 * ms},
+		// A cluster starting together: nobody is in bounds yet, every clock counts.
+		{"start: -450 of -450/0/+450", []clockReading{out(450 * ms), out(900 * ms)}, false, false, 450 * ms},
+		{"start: 0 of -450/0/+450", []clockReading{out(-450 * ms), out(450 * ms)}, false, true, 0},
+		// A newcomer is judged against the nodes in bounds, without its own clock.
+		{"newcomer 10 min ahead of one good node", []clockReading{in(-10 * time.Minute)}, false, false, -10 * time.Minute},
+		{"newcomer 200 ms ahead of two good nodes", []clockReading{in(-200 * ms), in(-200 * ms)}, false, true, -200 * ms},
+		// ... and does not move the median of a node in bounds.
+		{"good node, newcomer 10 min ahead", []clockReading{out(10 * time.Minute)}, true, true, 0},
+		// Two nodes 600 ms apart: neither can tell who is right.
+		{"two nodes 600 ms apart", []clockReading{in(600 * ms)}, true, false, 300 * ms},
+		{"two nodes 400 ms apart", []clockReading{in(400 * ms)}, true, true, 200 * ms},
+		// The uncertainty of the readings counts against the node.
+		{"240 ms plus 20 ms of round trip", []clockReading{{offset: 240 * ms, uncertainty: 20 * ms, inBounds: true}, in(240 * ms)}, false, false, 240 * ms},
+		{"a node that was off, now agreeing", []clockReading{in(10 * ms), in(-10 * ms)}, false, true, 0},
+	} {
+		gotIn, gotOffset := judgeClock(c.readings, c.was, limit)
+		assert.Equal(t, c.wantIn, gotIn, "%s: in bounds", c.name)
+		assert.Equal(t, c.wantOffset, gotOffset, "%s: offset of the reference", c.name)
+	}
+}
+
+// Clocks that move to -450, 0 and +450 ms: the old guard kept all three
+// leading (each agreed with one peer of two), so a leadership move from the
+// first to the last credited 900 ms of refill. Now the nodes that stamp are
+// within 500 ms of each other, and the middle one is among them.
+func TestClockGuardEnforcesTheBoundPairwise(t *testing.T) {
+	base := NewManualClock()
+	offsets := []time.Duration{-450 * time.Millisecond, 0, 450 * time.Millisecond}
+	clocks := map[int]Clock{}
+	for i := range offsets {
+		clocks[i] = NewOffsetClock(base)
+	}
+	tc := &testCluster{t: t, clock: base, clocks: clocks, groups: 2, partition: &Partition{}, deadAfter: time.Hour}
+	for range offsets {
+		tc.addNode()
+	}
+	tc.waitStable(3)
+	for i, off := range offsets {
+		clocks[i].(*OffsetClock).SetOffset(off)
+	}
+	inBounds := func() (in []int) {
+		for i, n := range tc.nodes {
+			if n.clockState() == clockInBounds {
+				in = append(in, i)
+			}
+		}
+		return in
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range tc.nodes {
+			n.checkClocks()
+		}
+		in := inBounds()
+		return !slices.Contains(in, 0) || !slices.Contains(in, 2)
+	}, 20*time.Second, 10*time.Millisecond, "n1 and n3, 900 ms apart, both stayed in bounds")
+	in := inBounds()
+	assert.Contains(t, in, 1, "n2, the median clock, is in bounds")
+	for _, i := range in {
+		for _, j := range in {
+			assert.LessOrEqual(t, offsets[i]-offsets[j], DefaultMaxClockOffset, "n%d and n%d both stamp", i+1, j+1)
+		}
+	}
+
+	// Every decision is stamped by a clock in bounds, whichever node it reaches.
+	var stamps []int64
+	for _, i := range in {
+		stamps = append(stamps, base.Now().Add(offsets[i]).UnixNano())
+	}
+	for i, n := range tc.nodes {
+		d := allowOne(t, n, fmt.Sprintf("c%d", i), 1)
+		assert.Contains(t, stamps, d.Stamp, "decision through n%d stamped by a clock out of bounds", i+1)
+	}
 }

@@ -58,9 +58,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		diskLow: prometheus.NewDesc("quorate_disk_low",
 			"1 while the data dir's free space is below --min-free-disk: the node refuses new decisions (503 disk_full) and is not ready.", nil, nil),
 		clockSkew: prometheus.NewDesc("quorate_clock_offset_seconds",
-			"Median offset of this node's peers' clocks from its own (positive: they are ahead), as last measured (every 2 s).", nil, nil),
+			"Offset from this node's clock of the median clock it is judged against (positive: that clock is ahead), as last measured (every 2 s; every 200 ms while not in bounds).", nil, nil),
 		clockOff: prometheus.NewDesc("quorate_clock_off",
-			"1 while this node's clock is further than --max-clock-offset from most of its peers': it decides nothing and hands its leadership over.", nil, nil),
+			"1 while this node's clock is not known to be in bounds (not yet checked since the node started, or further than half of --max-clock-offset from its peers' median): it stamps no decisions and hands its leadership over.", nil, nil),
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
@@ -124,7 +124,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
 	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, time.Duration(n.clockSkew.Load()).Seconds())
 	clockOff := 0.0
-	if n.clockOff.Load() {
+	if n.clockState() != clockInBounds {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)

@@ -69,10 +69,12 @@ type Node struct {
 	// below the reserve, as checkDisk last saw them.
 	diskFree atomic.Int64
 	diskLow  atomic.Bool
-	// clockOff and clockSkew: whether this node's clock is out of bounds,
-	// and its median offset to its peers, as checkClocks last saw them.
-	clockOff  atomic.Bool
+	// clock and clockSkew: what this node knows of its clock (a
+	// clockState), and the offset of the clocks it is judged against from
+	// its own, as checkClocks last saw them.
+	clock     atomic.Int32
 	clockSkew atomic.Int64
+	clockCh   chan struct{} // check the clock now
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
@@ -120,10 +122,14 @@ func New(opts Options) (*Node, error) {
 		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
+		clockCh:     make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
+	}
+	if opts.MaxClockOffset < 0 {
+		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
 	}
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
@@ -248,7 +254,8 @@ func (n *Node) start() error {
 	n.members, err = membership.New(membership.Config{
 		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
 		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
-		OnChange: func() { kick(n.placementCh); kick(n.proveCh) },
+		ClockOff: n.clockState() != clockInBounds,
+		OnChange: func() { kick(n.placementCh); kick(n.proveCh); kick(n.clockCh) },
 	})
 	if err != nil {
 		return err
@@ -274,7 +281,7 @@ func (n *Node) start() error {
 		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
 	n.checkDisk()
 	n.every(diskCheckInterval, nil, n.checkDisk)
-	n.every(clockCheckInterval, nil, n.checkClocks)
+	n.runClockChecks()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
@@ -472,8 +479,12 @@ func (n *Node) reconcile() {
 }
 
 // reclaim asks every data group this node leads to forget buckets that
-// are full.
+// are full. A reclaim is stamped like a decision, so a node whose clock is
+// not in bounds proposes none.
 func (n *Node) reclaim() {
+	if n.clockErr() != nil {
+		return
+	}
 	for _, g := range n.groups {
 		if b, _, _ := g.FSM.Stats(); !g.Serving() || b == 0 {
 			continue

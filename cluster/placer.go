@@ -46,7 +46,7 @@ func (p *placer) place() {
 		Now:       time.Now(),
 		Members:   n.trustedMembers(),
 
-		SelfClockOff: n.clockOff.Load(),
+		SelfClockOff: n.clockState() != clockInBounds,
 	}
 	var ids []string
 	for _, g := range n.allGroups() {

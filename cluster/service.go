@@ -429,8 +429,12 @@ func (n *Node) Ready(ctx context.Context) error {
 	if err := n.diskErr(); err != nil {
 		return err
 	}
-	if n.clockOff.Load() {
-		return fmt.Errorf("%w: %w: %v from its peers, at most %v", ErrUnavailable, errClockOff, time.Duration(n.clockSkew.Load()), n.opts.MaxClockOffset)
+	switch n.clockState() {
+	case clockUnchecked:
+		return fmt.Errorf("%w: %w: not yet compared with its peers'", ErrUnavailable, errClockOff)
+	case clockOff:
+		return fmt.Errorf("%w: %w: %v from the clocks it is judged against, at most %v", ErrUnavailable, errClockOff,
+			-time.Duration(n.clockSkew.Load()), n.opts.MaxClockOffset/2)
 	}
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)

@@ -36,8 +36,9 @@ type Meta struct {
 	// Leads is a base64 bitmap of the data groups this node leads and
 	// serves; bit G is the meta group.
 	Leads string `json:"leads,omitempty"`
-	// ClockOff says this node's clock is further than MaxClockOffset from
-	// most of its peers': it must not lead (see checkClocks).
+	// ClockOff says this node's clock is not known to be in bounds (off, or
+	// not yet checked since the node started): it must not lead, and its
+	// clock is no reference for others' (see cluster's checkClocks).
 	ClockOff bool `json:"clock_off,omitempty"`
 }
 
@@ -83,7 +84,9 @@ type Config struct {
 	Groups                                 int
 	Keys                                   [][]byte // gossip keyring, primary first; none: plaintext
 	Logger                                 *slog.Logger
-	OnChange                               func() // called after every member update; must not block
+	// ClockOff is this node's ClockOff at start (see Meta.ClockOff).
+	ClockOff bool
+	OnChange func() // called after every member update; must not block
 }
 
 func New(c Config) (*Gossip, error) {
@@ -99,7 +102,7 @@ func New(c Config) (*Gossip, error) {
 		logger:   c.Logger.With("component", "membership"),
 		groups:   c.Groups,
 		onChange: c.OnChange,
-		self:     Meta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Groups: c.Groups},
+		self:     Meta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Groups: c.Groups, ClockOff: c.ClockOff},
 		members:  map[string]*Member{},
 	}
 	mc := memberlist.DefaultLANConfig()

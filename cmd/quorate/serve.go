@@ -75,7 +75,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxBatch, "max-batch", cluster.DefaultMaxBatch, "most decisions in one raft entry")
 	fs.IntVar(&f.maxInflight, "max-inflight", cluster.DefaultMaxInflight, "allow entries in flight per group leader")
 	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
-	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "how far this node's clock may be from most of its peers' before it stops deciding and leading (negative: no check)")
+	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,

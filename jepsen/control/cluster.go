@@ -31,8 +31,12 @@ const (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultPrefix         = "qj"
-	DefaultClockSkew      = 250 * time.Millisecond
+	DefaultPrefix = "qj"
+	// DefaultClockSkew is inside the clock guard's tolerance (half of the
+	// nodes' --max-clock-offset, 500 ms, from the median clock), so a
+	// skewed node keeps stamping and the checkers judge the refill its
+	// offset credits.
+	DefaultClockSkew      = 200 * time.Millisecond
 	DefaultStrobeInterval = 50 * time.Millisecond
 	DefaultLeaderGroup    = "0"
 	// defaultGroups is quorate serve's --groups default.
@@ -80,7 +84,7 @@ type Options struct {
 	// production nodes should.
 	Insecure bool
 
-	// ClockSkew is D of the clock nemeses (offsets of ±D). Default 250ms.
+	// ClockSkew is D of the clock nemeses (offsets of ±D). Default 200ms.
 	ClockSkew time.Duration
 	// StrobeInterval is how often clock-strobe flips the offset. Default 50ms.
 	StrobeInterval time.Duration

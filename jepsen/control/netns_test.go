@@ -308,7 +308,7 @@ func TestNetnsEveryNemesis(t *testing.T) {
 			off, err := c.Clock(ctx, i)
 			require.NoError(t, err)
 			if off != 0 {
-				assert.Equal(t, 250*time.Millisecond, abs(off), "n%d", i)
+				assert.Equal(t, DefaultClockSkew, abs(off), "n%d", i)
 				skewed++
 			}
 		}
@@ -364,6 +364,6 @@ func TestNetnsEveryNemesis(t *testing.T) {
 	for _, v := range skew {
 		maxSkew = max(maxSkew, v)
 	}
-	assert.Equal(t, int64(250e6), maxSkew, "%v", skew)
+	assert.Equal(t, int64(DefaultClockSkew), maxSkew, "%v", skew)
 	t.Logf("every nemesis took %v", time.Since(began))
 }
