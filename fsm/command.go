@@ -65,12 +65,14 @@ func (t Type) String() string {
 		return "reclaim"
 	case TypeAllowOrigin:
 		return "allow-origin"
+	case TypeSetClusterVersion:
+		return "set-cluster-version"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
 
 // Command is one log entry's content. The concrete types are Allow,
-// ConfigOp, InstallConfig, SetTier and Reclaim.
+// ConfigOp, InstallConfig, SetTier, Reclaim and SetClusterVersion.
 type Command interface {
 	Type() Type
 	appendPayload(b []byte) []byte
@@ -254,6 +256,8 @@ func newDecoders() map[Type]decodeFunc {
 		TypeInstallConfig: decodeInstallConfig,
 		TypeSetTier:       decodeSetTier,
 		TypeReclaim:       decodeReclaim,
+
+		TypeSetClusterVersion: decodeSetClusterVersion,
 	}
 }
 
@@ -306,7 +310,7 @@ func Validate(c Command) error {
 		case len(c.Tier) > bucket.MaxTierNameLen:
 			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
 		}
-	case Reclaim:
+	case Reclaim, SetClusterVersion:
 	default:
 		err = fmt.Errorf("command %T", c)
 	}

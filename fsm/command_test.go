@@ -54,6 +54,7 @@ var validCommands = []struct {
 	{"reclaim", fsm.Reclaim{Stamp: t0}},
 	{"reclaim zero", fsm.Reclaim{}},
 	{"reclaim min", fsm.Reclaim{Stamp: math.MinInt64}},
+	{"set cluster version", fsm.SetClusterVersion{Version: fsm.ClusterVersionOriginsAlways}},
 }
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -123,7 +124,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"envelope 0", []byte{0, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"envelope 2", []byte{2, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"type 0", []byte{fsm.EnvelopeVersion, 0, 0}, fsm.ErrUnknownCommand},
-		{"type 7", []byte{fsm.EnvelopeVersion, 7}, fsm.ErrUnknownCommand},
+		{"type 8", []byte{fsm.EnvelopeVersion, 8}, fsm.ErrUnknownCommand},
+		{"cluster version 0", cat(hdr(fsm.TypeSetClusterVersion), []byte{0}), fsm.ErrMalformed},
+		{"cluster version missing", hdr(fsm.TypeSetClusterVersion), fsm.ErrMalformed},
 		{"type 255", []byte{fsm.EnvelopeVersion, 255, 1, 2, 3}, fsm.ErrUnknownCommand},
 		{"payload missing", hdr(fsm.TypeReclaim), fsm.ErrMalformed},
 		{"varint overflow", cat(hdr(fsm.TypeReclaim), bytes.Repeat([]byte{0xff}, 10), []byte{1}), fsm.ErrMalformed},

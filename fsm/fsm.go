@@ -122,6 +122,10 @@ type FSM struct {
 	// forgotten early (by count): until then a request id the group does
 	// not remember may have been decided before.
 	idsForgottenUntil int64
+	// clusterVersion is the cluster version in force (see version.go);
+	// clusterVersionRead the same, readable without the lock.
+	clusterVersion     uint32
+	clusterVersionRead atomic.Uint32
 
 	opts     Options // with defaults filled in
 	initial  bucket.Config
@@ -157,6 +161,8 @@ func New(opts Options) (*FSM, error) {
 		TypeInstallConfig: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
 		TypeSetTier:       func(c Command) any { return f.applySetTier(c.(SetTier)) },
 		TypeReclaim:       func(c Command) any { return f.applyReclaim(c.(Reclaim)) },
+
+		TypeSetClusterVersion: func(c Command) any { return f.applySetClusterVersion(c.(SetClusterVersion)) },
 	}
 	return f, nil
 }
@@ -174,6 +180,8 @@ func (f *FSM) reset() {
 	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
 	f.marks = map[uint32]originMark{}
 	f.idsForgottenUntil = 0
+	f.clusterVersion = BaseClusterVersion
+	f.clusterVersionRead.Store(BaseClusterVersion)
 }
 
 // Apply applies one log entry. See ApplyBatch.
@@ -182,8 +190,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies committed log entries in order and returns one result
-// per entry: *AllowResult, *ConfigResult, *SetTierResult or *ReclaimResult
-// for commands, *Rejected for a command that breaks its version's rules,
+// per entry: *AllowResult, *ConfigResult, *SetTierResult, *ReclaimResult or
+// *ClusterVersionResult for commands, *Rejected for a command that breaks its version's rules,
 // nil for raft's own entries. It panics on an entry it cannot decode at all
 // (an unknown version or type, or bytes that are not a command): skipping it
 // would make this replica diverge from those that can.
@@ -255,13 +263,16 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 	case r.RequestID == "":
 		w, k = f.byOrigin, dedupKey{client: r.Client, origin: r.Origin}
 	}
-	if w != nil && (w == f.dedup || r.Retry) {
+	// Since ClusterVersionOriginsAlways a first attempt is looked up too:
+	// its retry may have overtaken it.
+	always := f.clusterVersion >= ClusterVersionOriginsAlways
+	if w != nil && (w == f.dedup || r.Retry || always) {
 		if d, ok := w.get(k); ok {
 			d.Duplicate, d.MaybeDuplicate = true, false
 			return d
 		}
 	}
-	if r.Retry && f.mayHaveForgotten(r.Origin) {
+	if (r.Retry || always && w == f.byOrigin) && f.mayHaveForgotten(r.Origin) {
 		return Decision{Unresolved: true, Stamp: now}
 	}
 	d := f.decide(r.Client, r.Cost, now)

@@ -19,10 +19,12 @@ import (
 // snapshotMagic opens every snapshot; the byte after it is the format
 // version. Version 2 added origins: each remembered decision's origin, the
 // decisions remembered by origin, and the marks of forgotten origins.
-// Version 1 snapshots are still read.
+// Version 3 adds the cluster version, and is written only once it is above
+// BaseClusterVersion: until then a snapshot is version 2, which the
+// binaries of the release before can install. Every version is still read.
 const (
 	snapshotMagic   = "QRSNAP"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // ErrBadSnapshot is returned (wrapped) by Restore for bytes that are not a
@@ -42,8 +44,9 @@ type snapshot struct {
 	dedup     []dedupEntry  // by request id
 	byOrigin  []dedupEntry  // by origin
 	marks     map[uint32]originMark
-	// idsForgottenUntil: see FSM.
+	// idsForgottenUntil and clusterVersion: see FSM.
 	idsForgottenUntil int64
+	clusterVersion    uint32
 }
 
 // Snapshot takes a view of the state, encoded later, concurrently with new
@@ -67,6 +70,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		marks:     maps.Clone(f.marks),
 
 		idsForgottenUntil: f.idsForgottenUntil,
+		clusterVersion:    f.clusterVersion,
 	}, nil
 }
 
@@ -112,8 +116,12 @@ func (s *snapshot) writeTo(w io.Writer) error {
 		b = b[:0]
 		return err
 	}
+	format := byte(snapshotVersion)
+	if s.clusterVersion < ClusterVersionOriginsAlways {
+		format = 2
+	}
 	b = append(b, snapshotMagic...)
-	b = append(b, snapshotVersion)
+	b = append(b, format)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendVarint(b, s.highWater)
 	b = appendConfig(b, s.config)
@@ -161,6 +169,9 @@ func (s *snapshot) writeTo(w io.Writer) error {
 		b = binary.AppendVarint(b, s.marks[e].at)
 	}
 	b = binary.AppendVarint(b, s.idsForgottenUntil)
+	if format >= 3 {
+		b = binary.AppendUvarint(b, uint64(s.clusterVersion))
+	}
 	return flush(true)
 }
 
@@ -212,6 +223,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.highWater = s.highWater // before the puts: forgetting stamps marks with it
 	f.marks = s.marks
 	f.idsForgottenUntil = s.idsForgottenUntil
+	f.clusterVersion = s.clusterVersion
+	f.clusterVersionRead.Store(s.clusterVersion)
 	for _, e := range s.dedup {
 		f.dedup.put(e.key, e.decision)
 	}
@@ -278,6 +291,14 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 			s.marks[uint32(e)] = originMark{seq: r.Uvarint(), at: r.Varint()}
 		}
 		s.idsForgottenUntil = r.Varint()
+	}
+	s.clusterVersion = BaseClusterVersion
+	if version >= 3 {
+		v := r.Uvarint()
+		if r.Err == nil && (v < uint64(ClusterVersionOriginsAlways) || v > uint64(MaxClusterVersion)) {
+			r.Fail("cluster version %d in a format 3 snapshot; this binary runs %d..%d", v, ClusterVersionOriginsAlways, MaxClusterVersion)
+		}
+		s.clusterVersion = uint32(v)
 	}
 	if r.Err == nil && len(r.B) != 0 {
 		r.Fail("%d trailing bytes", len(r.B))
