@@ -4,7 +4,10 @@ export PATH := $(PATH):/usr/local/go/bin:$(shell go env GOPATH 2>/dev/null)/bin
 
 GO        ?= go
 BIN       := bin/quorate
-GOFLAGS_BUILD := -trimpath
+# The binary's version (quorate version, GET /v1/cluster): git's name for
+# the commit, or the source's own when there is no git history.
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+GOFLAGS_BUILD := -trimpath $(if $(VERSION),-ldflags "-X github.com/quorate/quorate/internal/version.Binary=$(VERSION)")
 
 .DEFAULT_GOAL := help
 

@@ -27,9 +27,11 @@ import (
 // with its own data dir; nodes can be stopped and restarted on the same
 // addresses.
 type testCluster struct {
-	t         *testing.T
-	clock     Clock
-	clocks    map[int]Clock // per-node clocks replacing clock, if set
+	t      *testing.T
+	clock  Clock
+	clocks map[int]Clock // per-node clocks replacing clock, if set
+	// maxCV: per-node highest cluster versions claimed (Options.maxClusterVersion).
+	maxCV     map[int]uint32
 	groups    int
 	partition *Partition
 	nodes     []*Node
@@ -111,6 +113,7 @@ func (tc *testCluster) start(i int) {
 		DeadAfter:         tc.deadAfter,
 		PlacementInterval: 50 * time.Millisecond,
 		partition:         tc.partition,
+		maxClusterVersion: tc.maxCV[i],
 	})
 	require.NoError(tc.t, err)
 	tc.nodes[i] = n

@@ -33,6 +33,7 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
+	"github.com/quorate/quorate/internal/version"
 	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
@@ -255,6 +256,7 @@ func (n *Node) start() error {
 		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
 		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
 		ClockOff: n.clockState() != clockInBounds,
+		Version:  version.Binary, MaxClusterVersion: n.maxClusterVersion(),
 		OnChange: func() { kick(n.placementCh); kick(n.proveCh); kick(n.clockCh) },
 	})
 	if err != nil {
@@ -447,9 +449,11 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 
 // reconcile brings every data group this node leads up to the meta
 // group's configuration version, by proposing the whole configuration into
-// the group's own log. A group that cannot be reached now is retried on the
-// next trigger or tick.
+// the group's own log, after raising the cluster version where this node
+// may (raiseClusterVersion). A group that cannot be reached now is retried
+// on the next trigger or tick.
 func (n *Node) reconcile() {
+	n.raiseClusterVersion()
 	var lagging []*raftgroup.Group
 	for _, g := range n.groups {
 		if g.Serving() {

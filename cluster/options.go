@@ -108,6 +108,10 @@ type Options struct {
 
 	// partition, set only by this package's tests, cuts links between nodes.
 	partition *Partition
+	// maxClusterVersion, set only by this package's tests, makes the node
+	// claim a lower highest cluster version than its binary's, as a node of
+	// an older release would (zero: fsm.MaxClusterVersion).
+	maxClusterVersion uint32
 }
 
 // RaftTimings are the raft timeouts every group uses (raftgroup.Timings).

@@ -26,6 +26,12 @@ func (n *Node) rpcHandler() http.Handler {
 		}
 		return n.changeConfigLocal(ctx, op)
 	})
+	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
+		if err := n.meta.VerifyRead(ctx); err != nil {
+			return 0, err
+		}
+		return n.meta.FSM.ClusterVersion(), nil
+	})
 	peerrpc.Handle(mux, "/internal/config", func(ctx context.Context, _ struct{}) (peerrpc.WireConfig, error) {
 		if err := n.meta.VerifyRead(ctx); err != nil {
 			return peerrpc.WireConfig{}, err

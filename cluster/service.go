@@ -15,6 +15,7 @@ import (
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/version"
 )
 
 // Allow decides reqs and returns one decision per request, in order. Each
@@ -451,8 +452,9 @@ func (n *Node) Ready(ctx context.Context) error {
 // Status returns this node's view of the cluster: every known node, and
 // every group as this node's replica sees it.
 func (n *Node) Status(ctx context.Context) (Status, error) {
-	st := Status{NodeID: n.opts.NodeID}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive)}}
+	st := Status{NodeID: n.opts.NodeID, ClusterVersion: n.ClusterVersion()}
+	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
+		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}}
 	ms := n.trustedMembers() // unproven members show as such
 	for _, id := range membership.SortedIDs(ms, "") {
 		m := ms[id]
@@ -460,7 +462,8 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		if m.Meta.Leaving && m.State == membership.Alive {
 			state = string(membership.Leaving)
 		}
-		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state})
+		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state,
+			Version: m.Meta.Version, MaxClusterVersion: max(m.Meta.MaxClusterVersion, fsm.BaseClusterVersion)})
 	}
 	st.Groups = n.localGroupStatus()
 	for i, g := range n.allGroups() {

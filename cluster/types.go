@@ -20,9 +20,12 @@ var (
 
 // Status is a node's view of the cluster, for GET /v1/cluster.
 type Status struct {
-	NodeID string        `json:"node_id"`
-	Nodes  []NodeStatus  `json:"nodes"`
-	Groups []GroupStatus `json:"groups"`
+	NodeID string `json:"node_id"`
+	// ClusterVersion is the cluster version this node's replicas have
+	// applied (see Node.ClusterVersion).
+	ClusterVersion uint32        `json:"cluster_version"`
+	Nodes          []NodeStatus  `json:"nodes"`
+	Groups         []GroupStatus `json:"groups"`
 }
 
 // NodeStatus describes one member.
@@ -31,6 +34,11 @@ type NodeStatus struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
 	State    string `json:"state"` // "alive", "leaving", "dead", "left" or "unproven": a membership.State
+	// Version is the node's binary version and MaxClusterVersion the
+	// highest cluster version it runs, as it gossips them (empty and 1 for
+	// a node of the release before cluster versions).
+	Version           string `json:"version"`
+	MaxClusterVersion uint32 `json:"max_cluster_version"`
 }
 
 // GroupStatus describes one raft group as this node sees it.

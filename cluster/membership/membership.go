@@ -40,6 +40,11 @@ type Meta struct {
 	// not yet checked since the node started): it must not lead, and its
 	// clock is no reference for others' (see cluster's checkClocks).
 	ClockOff bool `json:"clock_off,omitempty"`
+	// Version is the node's binary version, and MaxClusterVersion the
+	// highest cluster version it can run (zero: a node of the release before
+	// cluster versions, which runs only the base version).
+	Version           string `json:"version,omitempty"`
+	MaxClusterVersion uint32 `json:"max_cv,omitempty"`
 }
 
 // State is what this node knows of another node's liveness.
@@ -86,7 +91,10 @@ type Config struct {
 	Logger                                 *slog.Logger
 	// ClockOff is this node's ClockOff at start (see Meta.ClockOff).
 	ClockOff bool
-	OnChange func() // called after every member update; must not block
+	// Version and MaxClusterVersion: see Meta.
+	Version           string
+	MaxClusterVersion uint32
+	OnChange          func() // called after every member update; must not block
 }
 
 func New(c Config) (*Gossip, error) {
@@ -102,8 +110,9 @@ func New(c Config) (*Gossip, error) {
 		logger:   c.Logger.With("component", "membership"),
 		groups:   c.Groups,
 		onChange: c.OnChange,
-		self:     Meta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Groups: c.Groups, ClockOff: c.ClockOff},
-		members:  map[string]*Member{},
+		self: Meta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Groups: c.Groups, ClockOff: c.ClockOff,
+			Version: c.Version, MaxClusterVersion: c.MaxClusterVersion},
+		members: map[string]*Member{},
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.NodeID

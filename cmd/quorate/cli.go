@@ -32,6 +32,7 @@ Usage:
   quorate tier delete NAME
   quorate default set --capacity C --rate R
   quorate status
+  quorate version                                 this binary's version and the cluster versions it runs
   quorate leave                                   make the node at --addr leave the cluster and stop
   quorate token new --name NAME --role decide|read|admin [--auth-file FILE]
                                                   make an API token and its auth-file entry
@@ -83,6 +84,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return recoverCommand(rest, stdout, stderr)
 	case "certs":
 		return certs(rest, stdout, stderr)
+	case "version":
+		if len(rest) > 0 {
+			return usageError{fmt.Errorf("version takes no arguments, got %q", rest)}
+		}
+		printVersion(stdout)
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/version"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -180,4 +184,11 @@ func TestServeLimitsHeaderSize(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "ordinary requests still pass")
+}
+
+func TestVersionCommand(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"version"}, &out, io.Discard))
+	assert.Equal(t, fmt.Sprintf("quorate %s\ncluster versions %d..%d\n", version.Binary, fsm.BaseClusterVersion, fsm.MaxClusterVersion), out.String())
+	assert.Error(t, run(context.Background(), []string{"version", "extra"}, io.Discard, io.Discard))
 }

@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// clusterVersions returns every group's cluster version on every live node.
+func (tc *testCluster) clusterVersions() map[uint32]int {
+	out := map[uint32]int{}
+	for _, n := range tc.live() {
+		for _, g := range n.allGroups() {
+			out[g.FSM.ClusterVersion()]++
+		}
+	}
+	return out
+}
+
+// The cluster version moves up only once every member runs it: while one
+// node claims only the base version (as a node of the release before
+// does), every group stays there; once it restarts with this binary, every
+// group of every replica moves, and GET /v1/cluster says so.
+func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
+	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
+		maxCV: map[int]uint32{2: fsm.BaseClusterVersion}}
+	for range 3 {
+		tc.addNode()
+	}
+	tc.waitStable(3)
+	for range 3 {
+		for _, n := range tc.live() {
+			n.raiseClusterVersion()
+		}
+	}
+	assert.Equal(t, map[uint32]int{fsm.BaseClusterVersion: 3 * (tc.groups + 1)}, tc.clusterVersions(), "n3 runs only the base version")
+	st, err := tc.nodes[0].Status(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, fsm.BaseClusterVersion, st.ClusterVersion)
+	byID := map[string]NodeStatus{}
+	for _, ns := range st.Nodes {
+		byID[ns.ID] = ns
+	}
+	assert.Equal(t, fsm.BaseClusterVersion, byID["n3"].MaxClusterVersion)
+	assert.Equal(t, fsm.MaxClusterVersion, byID["n1"].MaxClusterVersion)
+	assert.NotEmpty(t, byID["n2"].Version)
+
+	// Decisions meanwhile use the base rules and formats.
+	require.True(t, allowOne(t, tc.nodes[0], "a", 1).Allowed)
+
+	tc.stop(2)
+	delete(tc.maxCV, 2)
+	tc.start(2)
+	tc.waitStable(3)
+	require.Eventually(t, func() bool {
+		return tc.clusterVersions()[fsm.MaxClusterVersion] == 3*(tc.groups+1)
+	}, 20*time.Second, 10*time.Millisecond, "every group of every replica moves to version %d: %v", fsm.MaxClusterVersion, tc.clusterVersions())
+	for _, n := range tc.live() {
+		st, err := n.Status(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, fsm.MaxClusterVersion, st.ClusterVersion, "%s", n.opts.NodeID)
+	}
+	d := allowOne(t, tc.nodes[1], "a", 1)
+	assert.True(t, d.Allowed)
+}
+
+// A node whose binary cannot run a group's cluster version is never added
+// to the group: applying its log would stop it.
+func TestPlacementAddsNoVoterThatCannotRunTheClusterVersion(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	require.Eventually(t, func() bool {
+		return tc.clusterVersions()[fsm.MaxClusterVersion] == tc.groups+1
+	}, 10*time.Second, 10*time.Millisecond, "a one-node cluster runs the newest version")
+
+	tc.maxCV = map[int]uint32{1: fsm.BaseClusterVersion}
+	old := tc.addNode()
+	require.Eventually(t, func() bool { return tc.nodes[0].members.Snapshot()["n2"].Meta.RaftAddr != "" }, 10*time.Second, 10*time.Millisecond)
+	before := tc.nodes[0].placements.Load()
+	require.Eventually(t, func() bool { return tc.nodes[0].placements.Load() >= before+5 }, 10*time.Second, 10*time.Millisecond)
+	for _, g := range tc.nodes[0].allGroups() {
+		assert.Equal(t, []string{"n1"}, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
+	}
+	assert.Zero(t, old.groups[0].FSM.AppliedIndex(), "n2 never received a log")
+}
