@@ -91,9 +91,17 @@ jepsen: ## Full fault suite: every nemesis mix on 3 and 5 nodes, then the negati
 	$(GO) run ./jepsen/cmd/jepsen -mix full $(if $(SEED),-seed $(SEED))
 	$(GO) run ./jepsen/cmd/jepsen -mix smoke -unsafe $(if $(SEED),-seed $(SEED))
 
+# The release a rolling upgrade starts from: v0.14.0, the last one before
+# cluster versions (a commit id, so that a clone without tags works too).
+UPGRADE_FROM ?= 67142fb
+
 .PHONY: jepsen-soak
-jepsen-soak: ## SOAK seeds (default 3) of every mix, 25 s each, then one table of violations, worst ratios and unknown rates (root; ~5 min a seed).
-	$(GO) run ./jepsen/cmd/jepsen -soak $(or $(SOAK),3) $(if $(SEED),-seed $(SEED))
+jepsen-soak: ## SOAK seeds (default 3) of every mix and the upgrade roll, 25 s each, then one table of violations, worst ratios and unknown rates (root; ~6 min a seed).
+	$(GO) run ./jepsen/cmd/jepsen -soak $(or $(SOAK),3) -upgrade-from $(UPGRADE_FROM) $(if $(SEED),-seed $(SEED))
+
+.PHONY: upgrade-test
+upgrade-test: ## Roll a 3-node cluster of UPGRADE_FROM (default 67142fb) to this tree's binary under load, with the fault suite's checkers (root; ~2 min).
+	$(GO) run ./jepsen/cmd/jepsen -mix upgrade -upgrade-from $(UPGRADE_FROM) $(if $(SEED),-seed $(SEED))
 
 .PHONY: jepsen-smoke
 jepsen-smoke: ## One short fault run: 3 nodes, kill + partition + clock (root; about a minute).

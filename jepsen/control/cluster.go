@@ -64,6 +64,9 @@ type Options struct {
 	Nodes int
 	// Binary is a quorate binary built with -tags faultinject.
 	Binary string
+	// UpgradeBinary, if set, is the binary the upgrade-roll nemesis moves
+	// the nodes to, one at a time (every node starts on Binary).
+	UpgradeBinary string
 	// WorkDir holds each node's data dir (WorkDir/nI) and log (WorkDir/nI.log).
 	WorkDir string
 	// Prefix names the namespaces: <Prefix>-br, <Prefix>-client,
@@ -137,6 +140,10 @@ type node struct {
 	proc  *proc
 	// paused is set between Pause and Resume of the current process.
 	paused bool
+	// upgraded is set once upgrade-roll picked the node: from then on it
+	// starts on Options.UpgradeBinary; upgradedAt is when it first did.
+	upgraded   bool
+	upgradedAt time.Time
 }
 
 // New checks opts and returns a Cluster. It changes nothing on the
@@ -357,6 +364,7 @@ const (
 	NemClockStrobe     = "clock-strobe"
 	NemLeaveRejoin     = "leave-rejoin"
 	NemTermLeader      = "term-leader"
+	NemUpgradeRoll     = "upgrade-roll"
 )
 
 // NemesisNames lists every nemesis name Mix knows, in a fixed order.
@@ -364,7 +372,7 @@ func NemesisNames() []string {
 	return []string{
 		NemKill, NemKillLeader, NemKillMinority, NemPause,
 		NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionRing, NemPartitionBridge,
-		NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader,
+		NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader, NemUpgradeRoll,
 	}
 }
 
@@ -382,6 +390,8 @@ func (c *Cluster) Supports(kind string) bool {
 		return c.useNS
 	case NemPartitionRing:
 		return c.useNS && c.opts.Nodes == 5
+	case NemUpgradeRoll:
+		return c.opts.UpgradeBinary != ""
 	}
 	return false
 }

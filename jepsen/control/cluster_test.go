@@ -20,7 +20,7 @@ func testCluster(t *testing.T, nodes int, netns bool, extra ...string) *Cluster 
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "quorate")
 	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755))
-	c, err := New(Options{Nodes: nodes, Binary: bin, WorkDir: "/w", ExtraArgs: extra})
+	c, err := New(Options{Nodes: nodes, Binary: bin, UpgradeBinary: bin + "-next", WorkDir: "/w", ExtraArgs: extra})
 	require.NoError(t, err)
 	c.useNS = netns
 	return c
@@ -194,6 +194,9 @@ func TestSupports(t *testing.T) {
 		assert.Equal(t, !strings.HasPrefix(name, "partition-"), lo.Supports(name), "loopback: %s", name)
 	}
 	assert.False(t, ns5.Supports("flood"))
+	plain, err := New(Options{Nodes: 3, Binary: "/bin/true", WorkDir: "/w"})
+	require.NoError(t, err)
+	assert.False(t, plain.Supports(NemUpgradeRoll), "nothing to upgrade to")
 }
 
 func TestCheckViews(t *testing.T) {

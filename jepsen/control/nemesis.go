@@ -202,6 +202,10 @@ type Nemesis struct {
 //   - term-leader: the leader of a random data group is stopped gracefully
 //     (SIGTERM, waiting for it to exit, see TermNodes); Stop restarts every
 //     node that is down, with the same flags on the same data dir.
+//   - upgrade-roll: once every node is ready, one random node still on
+//     Options.Binary is stopped gracefully, as term-leader does; Stop starts it again on
+//     Options.UpgradeBinary, same flags and data dir. Once every node is
+//     upgraded it does nothing.
 func (c *Cluster) Mix(rng *rand.Rand, names ...string) ([]Nemesis, error) {
 	var out []Nemesis
 	var bad []string
@@ -335,6 +339,34 @@ func (c *Cluster) nemesis(rng *rand.Rand, name string) (Nemesis, bool) {
 				return err
 			}
 			return c.TermNodes(ctx, name, l)
+		}
+		nm.Stop = c.RestartDown
+	case NemUpgradeRoll:
+		nm.Start = func(ctx context.Context) error {
+			var old []int
+			c.mu.Lock()
+			for _, n := range c.nodes {
+				if !n.upgraded {
+					old = append(old, n.index)
+				}
+			}
+			c.mu.Unlock()
+			if len(old) == 0 {
+				return nil
+			}
+			// As an operator would: the node upgraded last serves before
+			// the next one stops.
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := c.WaitReady(rctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("control: upgrade-roll: the cluster is not ready for the next node: %w", err)
+			}
+			i := shuffled(rng, old)[0]
+			c.mu.Lock()
+			c.nodes[i-1].upgraded = true
+			c.mu.Unlock()
+			return c.TermNodes(ctx, name, i)
 		}
 		nm.Stop = c.RestartDown
 	case NemLeaveRejoin:

@@ -240,13 +240,16 @@ func TestNetnsEveryNemesis(t *testing.T) {
 	bin := buildFaultBinary(t, ctx)
 	prefix := fmt.Sprintf("qe%04x", rand.IntN(1<<16))
 	c, err := New(Options{
-		Nodes:     5,
-		Binary:    bin,
-		WorkDir:   t.TempDir(),
-		Prefix:    prefix,
-		UseNetns:  true,
-		ExtraArgs: []string{"--groups", "4", "--raft-timeout", "200ms"},
-		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Nodes:  5,
+		Binary: bin,
+		// The roll's mechanics with the same binary: stop, start on
+		// UpgradeBinary (make upgrade-test rolls between two releases).
+		UpgradeBinary: bin,
+		WorkDir:       t.TempDir(),
+		Prefix:        prefix,
+		UseNetns:      true,
+		ExtraArgs:     []string{"--groups", "4", "--raft-timeout", "200ms"},
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -328,6 +331,7 @@ func TestNetnsEveryNemesis(t *testing.T) {
 		{NemClockStrobe, func() { time.Sleep(120 * time.Millisecond); assert.Equal(t, 1, clocks()) }},
 		{NemLeaveRejoin, func() { assert.Equal(t, 4, running()) }},
 		{NemTermLeader, func() { assert.Equal(t, 4, running()) }},
+		{NemUpgradeRoll, func() { assert.Equal(t, 4, running()) }},
 		{NemPartitionOne, func() { assert.Equal(t, cutsPerNode(), dropRules()) }},
 		{NemPartitionHalves, func() { assert.Equal(t, cutsPerNode(), dropRules()) }},
 		{NemPartitionRing, func() { assert.Equal(t, map[int]int{1: 2, 2: 2, 3: 2, 4: 2, 5: 2}, dropRules()) }},

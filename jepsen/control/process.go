@@ -131,7 +131,7 @@ func (c *Cluster) command(i int, bootstrap bool) []string {
 	if c.useNS {
 		argv = append(argv, "ip", "netns", "exec", c.NodeNS(i))
 	}
-	argv = append(argv, c.opts.Binary, "serve",
+	argv = append(argv, c.binary(i), "serve",
 		"--node-id", nodeID(i),
 		"--data-dir", c.DataDir(i),
 		"--http-addr", hp(HTTPPort),
@@ -151,6 +151,25 @@ func (c *Cluster) command(i int, bootstrap bool) []string {
 	}
 	argv = append(argv, c.securityArgs(i)...)
 	return append(argv, c.opts.ExtraArgs...)
+}
+
+// binary is the quorate binary node i starts on: Options.Binary, or
+// Options.UpgradeBinary once upgrade-roll picked it.
+func (c *Cluster) binary(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i-1].upgraded {
+		return c.opts.UpgradeBinary
+	}
+	return c.opts.Binary
+}
+
+// UpgradedAt returns when node i first started on Options.UpgradeBinary
+// (zero: it has not).
+func (c *Cluster) UpgradedAt(i int) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i-1].upgradedAt
 }
 
 // CertsDir is where Setup writes the cluster's certificates and gossip key.
@@ -247,6 +266,9 @@ func (c *Cluster) Start(ctx context.Context, i int) error {
 		return err
 	}
 	n.proc, n.paused = p, false
+	if n.upgraded && n.upgradedAt.IsZero() {
+		n.upgradedAt = time.Now()
+	}
 	c.offsets[i] = 0 // a new process starts with an unskewed clock
 	torn := c.torn
 	c.mu.Unlock()
@@ -303,7 +325,7 @@ func (c *Cluster) verifyExec(ctx context.Context, n *node, p *proc) error {
 		if p.exited() {
 			return fmt.Errorf("control: %s exited at once (%v); %s ends with:\n%s", n.id, p.err, c.LogPath(n.index), tailFile(c.LogPath(n.index), 15))
 		}
-		if len(argv) > 1 && argv[0] == c.opts.Binary && argv[1] == "serve" {
+		if len(argv) > 1 && argv[0] == c.binary(n.index) && argv[1] == "serve" {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -80,6 +80,11 @@ type Config struct {
 	Logger       *slog.Logger
 	// Repo is the module root to build from.
 	Repo string
+	// UpgradeFrom, if set, is a git revision of Repo: every node starts on
+	// its binary, and the upgrade-roll nemesis moves them one at a time to
+	// the working tree's. The run then also checks that the cluster version
+	// moved up only after the last node (checkUpgrade).
+	UpgradeFrom string
 }
 
 // Summary is what a run reports.
@@ -144,9 +149,17 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("build: %w\n%s", err, out)
 	}
 
+	first, upgradeTo := bin, ""
+	if cfg.UpgradeFrom != "" {
+		first, upgradeTo = filepath.Join(dir, "bin", "quorate-"+cfg.UpgradeFrom), bin
+		if err := buildRelease(ctx, cfg.Repo, cfg.UpgradeFrom, filepath.Join(dir, "release"), first); err != nil {
+			return sum, err
+		}
+	}
+
 	extra := []string{"--groups", fmt.Sprint(cfg.Groups), "--raft-timeout", cfg.RaftTimeout.String(), "--log-level", "info"}
 	c, err := control.New(control.Options{
-		Nodes: cfg.Nodes, Binary: bin, WorkDir: filepath.Join(dir, "nodes"), Prefix: cfg.Prefix,
+		Nodes: cfg.Nodes, Binary: first, UpgradeBinary: upgradeTo, WorkDir: filepath.Join(dir, "nodes"), Prefix: cfg.Prefix,
 		ExtraArgs: extra, Logger: log, UseNetns: cfg.UseNetns,
 	})
 	if err != nil {
@@ -230,6 +243,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	log.Info("run starting", "dir", dir, "seed", cfg.Seed, "nodes", cfg.Nodes, "nemeses", cfg.Nemeses, "unsafe", cfg.Unsafe, "netns", sum.Netns)
 
+	versions := &versionWatch{hc: c.HTTPClient(), targets: targets}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if cfg.UpgradeFrom != "" {
+		go versions.run(watchCtx, 100*time.Millisecond)
+	}
 	var (
 		wg       sync.WaitGroup
 		ops      []history.Op
@@ -314,6 +333,27 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		log.Warn("cluster not ready after recovery", "err", err)
 	}
 	ops = workload.Resolve(rctx, wcfg, ops, 90*time.Second)
+	var upgrade *checker.Result
+	if cfg.UpgradeFrom != "" {
+		sctx, cancel := context.WithTimeout(rctx, 60*time.Second)
+		final, err := versions.settle(sctx)
+		cancel()
+		stopWatch()
+		var last time.Time
+		for i := 1; i <= cfg.Nodes; i++ {
+			at := c.UpgradedAt(i)
+			if at.IsZero() {
+				last = time.Time{}
+				err = fmt.Errorf("%s was never upgraded: the schedule was too short for the roll", c.NodeID(i))
+				break
+			}
+			last = maxTime(last, at)
+		}
+		versions.mu.Lock()
+		r := checkUpgrade(versions.obs, last, final, err)
+		versions.mu.Unlock()
+		upgrade = &r
+	}
 	// The accounting keys' final balances: every group serves again, so no
 	// entry of the run can still commit.
 	for i := range cfg.AccountKeys {
@@ -336,7 +376,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
 			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
 			"account_keys": fmt.Sprint(cfg.AccountKeys), "account_capacity": fmt.Sprint(AccountCapacity),
-			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","),
+			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","), "upgrade_from": cfg.UpgradeFrom,
 		},
 	}
 	var urls []string
@@ -356,6 +396,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	results := checker.CheckAll(h, params)
+	if upgrade != nil {
+		results = append(results, *upgrade)
+	}
 	sum.Results = results
 	sum.Valid = checker.Valid(results)
 	sum.Meta = h.Meta

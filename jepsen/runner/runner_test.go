@@ -95,6 +95,30 @@ func TestNegativeControl(t *testing.T) {
 	assert.False(t, result(t, s, "over-admission").Valid, "the bound must be exceeded")
 }
 
+// TestUpgradeFromThePreviousRelease is the short form of make
+// upgrade-test: three nodes of v0.14.0 (commit 67142fb, the last release
+// before cluster versions), built from the repository's history, rolled one
+// at a time to this tree's binary under load. Every checker must pass, and
+// the cluster version must move up only after the last node.
+func TestUpgradeFromThePreviousRelease(t *testing.T) {
+	needNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := smokeConfig(t, 13)
+	cfg.Name, cfg.Nemeses, cfg.UpgradeFrom = "upgrade", []string{"upgrade-roll"}, "67142fb"
+	cfg.Duration, cfg.Interval = 30*time.Second, 2*time.Second
+	s, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	for _, r := range s.Results {
+		assert.True(t, r.Valid, "%s: %v %v", r.Name, r.Summary, r.Failures)
+	}
+	v := result(t, s, "cluster-version")
+	assert.Equal(t, 0, v.Summary["early"], "no node reported the new cluster version before the last node ran the new binary")
+	assert.Equal(t, 2, v.Summary["final"])
+	assert.Greater(t, s.OK, 1000, "the workload made progress")
+	assert.GreaterOrEqual(t, s.Faults, 3, "every node was rolled")
+}
+
 func TestNodeIDs(t *testing.T) {
 	assert.Equal(t, map[string]string{"http://10.77.0.11:7070": "n1", "http://10.77.0.12:7070": "n2"},
 		nodeIDs(map[string]string{"node_urls": "n1=http://10.77.0.11:7070,n2=http://10.77.0.12:7070", "nodes": "2"}))

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -53,6 +54,9 @@ var mixes = map[string]struct {
 	"clock":      {3, []string{"clock-bump", "clock-strobe", "partition-leader"}, 0},
 	"membership": {3, []string{"leave-rejoin", "kill"}, 0},
 	"restart":    {3, []string{"term-leader"}, 1250 * time.Millisecond},
+	// upgrade needs -upgrade-from: every node starts on that release and
+	// is rolled to the working tree's binary, one at a time.
+	"upgrade": {3, []string{"upgrade-roll"}, 2 * time.Second},
 }
 
 var fullOrder = []string{"crash", "partition", "partition5", "clock", "membership", "restart"}
@@ -63,7 +67,7 @@ const defaultInterval = 4 * time.Second
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mix := fs.String("mix", "smoke", "smoke, full, one of crash|partition|partition5|clock|membership|restart, or comma-separated nemesis names")
+	mix := fs.String("mix", "smoke", "smoke, full, one of crash|partition|partition5|clock|membership|restart|upgrade, or comma-separated nemesis names")
 	nodes := fs.Int("nodes", 0, "3 or 5 (default: the mix's)")
 	duration := fs.Duration("duration", 0, "faults and load per run (default 45s for smoke, 25s with -soak, 150s otherwise)")
 	interval := fs.Duration("interval", 0, "length of each fault and of the quiet gap after it (default: the mix's, else 4s)")
@@ -78,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "log what the harness does")
 	prefix := fs.String("prefix", "qj", "prefix of the network namespaces (runs on one machine at once need different ones)")
 	recheck := fs.String("recheck", "", "run the checkers again on a results folder and print them (no cluster)")
+	upgradeFrom := fs.String("upgrade-from", "", "a git revision: start every node on its binary, and with -mix upgrade roll them to this tree's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,21 +113,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		nemeses []string
 	}
 	var plans []plan
+	order := fullOrder
+	if *upgradeFrom != "" {
+		order = append(slices.Clone(fullOrder), "upgrade")
+	}
 	switch {
 	case *soak > 0:
 		for range *soak {
-			for _, n := range fullOrder {
+			for _, n := range order {
 				plans = append(plans, plan{n, mixes[n].nodes, mixes[n].nemeses})
 			}
 		}
 	case *mix == "full":
-		for _, n := range fullOrder {
+		for _, n := range order {
 			plans = append(plans, plan{n, mixes[n].nodes, mixes[n].nemeses})
 		}
 	case mixes[*mix].nodes != 0:
 		plans = append(plans, plan{*mix, mixes[*mix].nodes, mixes[*mix].nemeses})
 	default:
 		plans = append(plans, plan{"custom", 3, strings.Split(*mix, ",")})
+	}
+	for _, p := range plans {
+		if slices.Contains(p.nemeses, "upgrade-roll") && *upgradeFrom == "" {
+			return errors.New("upgrade-roll needs -upgrade-from REV: the release every node starts on")
+		}
 	}
 	fmt.Fprintf(stdout, "jepsen: seed %d (replay with -seed %d)\n", *seed, *seed)
 
@@ -142,10 +156,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case d != 0:
 		case *soak > 0:
 			d = 25 * time.Second
-		case p.name == "smoke":
+		case p.name == "smoke", p.name == "upgrade":
 			d = 45 * time.Second
 		default:
 			d = 150 * time.Second
+		}
+		if p.name == "upgrade" && *duration == 0 {
+			d = max(d, 35*time.Second) // three nodes rolled, each after the last is ready
 		}
 		iv := cmp.Or(*interval, mixes[p.name].interval, defaultInterval)
 		sum, err := runner.Run(ctx, runner.Config{
@@ -153,6 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Seed: *seed + uint64(i), Out: *out, Unsafe: *unsafe, Groups: *groups, RaftTimeout: *raftTimeout,
 			Workers: *workers, HotKeys: 3, ColdKeys: 200, HotCapacity: 20, HotRate: "10",
 			PolicyChanges: true, AccountKeys: 4, UseNetns: !*noNetns, Prefix: *prefix, Logger: logger, Repo: repo,
+			UpgradeFrom: upgradeOf(p.nemeses, *upgradeFrom),
 		})
 		if err != nil {
 			return fmt.Errorf("run %s: %w", p.name, err)
@@ -174,6 +192,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("a checker found a violation (see the results folder)")
 	}
 	return nil
+}
+
+// upgradeOf is the release a run starts from: rev for a run that rolls the
+// nodes, none otherwise.
+func upgradeOf(nemeses []string, rev string) string {
+	if slices.Contains(nemeses, "upgrade-roll") {
+		return rev
+	}
+	return ""
 }
 
 func printSummary(w io.Writer, s runner.Summary) {
