@@ -74,6 +74,7 @@ type Member struct {
 type Gossip struct {
 	logger   *slog.Logger
 	ml       *memberlist.Memberlist
+	trans    *boundedTransport
 	groups   int
 	onChange func()
 
@@ -147,8 +148,17 @@ func New(c Config) (*Gossip, error) {
 		}
 		mc.Keyring = kr
 	}
+	if m.trans, err = newBoundedTransport(host, port, mc.Logger); err != nil {
+		return nil, err
+	}
+	mc.Transport = m.trans
+	if port == 0 { // memberlist learns a bound port only from a transport of its own
+		mc.BindPort = m.trans.GetAutoBindPort()
+		mc.AdvertisePort = mc.BindPort
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = m.trans.Shutdown()
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	m.ml = ml
@@ -206,6 +216,9 @@ func (m *Gossip) Leave(timeout time.Duration) error {
 
 // Shutdown stops gossiping, without a goodbye.
 func (m *Gossip) Shutdown() error { return m.ml.Shutdown() }
+
+// StreamStats returns what the gossip port did with incoming streams.
+func (m *Gossip) StreamStats() StreamStats { return m.trans.Stats() }
 
 // Addr returns the address this node gossips on.
 func (m *Gossip) Addr() string { return m.ml.LocalNode().Address() }

@@ -1,0 +1,120 @@
+package membership
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The gossip port's memory attack: 100 connections from as many addresses,
+// each announcing a 20 MiB encrypted message (memberlist buffers up to that
+// much before it can check the key) and sending 2 MiB of it, without the
+// key. Unbounded, the node held over 200 MiB for memberlist's TCP timeout;
+// now each address gets at most MaxStreamsPerIP streams, the port at most
+// MaxStreams, each read stops at MaxStreamBytes, and the members keep
+// gossiping.
+func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	start := func(id string) *Gossip {
+		m, err := New(Config{NodeID: id, RaftAddr: id + ":raft", HTTPAddr: id + ":http", GossipAddr: "127.0.0.1:0",
+			Groups: 2, Keys: [][]byte{key}, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Shutdown() })
+		return m
+	}
+	a, b := start("a"), start("b")
+	require.NoError(t, b.Join([]string{a.Addr()}))
+	require.Eventually(t, func() bool { return stateOf(a, "b") == Alive }, 10*time.Second, 20*time.Millisecond)
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	const attackers, perConn = 100, 2 << 20
+	header := []byte{10} // memberlist's encryptMsg
+	header = binary.BigEndian.AppendUint32(header, 20<<20)
+	junk := bytes.Repeat([]byte{0x5a}, perConn)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	for i := range attackers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.1.%d", i+1))}}
+			c, err := d.Dial("tcp", a.Addr())
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			_, _ = c.Write(append(header, junk...)) // fails once the node stops reading
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	// Every attacking connection is still open on our side: whatever the
+	// node buffered for them, it holds now.
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap grew by %.1f MiB under %d connections of %d MiB; streams %+v", float64(grew)/(1<<20), attackers, perConn>>20, a.StreamStats())
+
+	st := a.StreamStats()
+	assert.Less(t, grew, int64(50<<20), "the attack took memory")
+	assert.LessOrEqual(t, st.Accepted, uint64(MaxStreams)+uint64(attackers)-uint64(len(conns))+10, "streams admitted beyond the cap")
+	assert.GreaterOrEqual(t, st.Refused+st.Accepted, uint64(len(conns)), "every connection was admitted or refused")
+	assert.Positive(t, st.Truncated, "no stream was cut at MaxStreamBytes")
+	assert.Equal(t, Alive, stateOf(a, "b"), "gossip between the members went on")
+	assert.Equal(t, Alive, stateOf(b, "a"))
+}
+
+// One address never holds more than MaxStreamsPerIP streams.
+func TestGossipPortCapsStreamsPerAddress(t *testing.T) {
+	a := newTestMembership(t, "a", "127.0.0.1:0")
+	defer a.Shutdown()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range 3 * MaxStreamsPerIP {
+		c, err := net.Dial("tcp", a.Addr())
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	require.Eventually(t, func() bool {
+		st := a.StreamStats()
+		return st.Accepted+st.Refused == uint64(len(conns))
+	}, 5*time.Second, 5*time.Millisecond)
+	st := a.StreamStats()
+	assert.Equal(t, uint64(MaxStreamsPerIP), st.Accepted)
+	assert.Equal(t, MaxStreamsPerIP, st.Open)
+	assert.Equal(t, uint64(2*MaxStreamsPerIP), st.Refused)
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	require.Eventually(t, func() bool { return a.StreamStats().Open == 0 }, 15*time.Second, 10*time.Millisecond,
+		"closed streams give their slots back")
+}
