@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,4 +91,42 @@ func TestTierCap(t *testing.T) {
 	big.Tiers["one-more"] = p
 	_, err = New(Options{NodeID: "x", DataDir: t.TempDir(), Initial: big})
 	assert.ErrorIs(t, err, bucket.ErrTooManyTiers, "an initial configuration past the cap is refused")
+}
+
+// Near its memory budget a node refuses what would add state (a new
+// client, a request id), at once and deciding nothing, and keeps deciding
+// for the clients it holds; it takes new state again once the heap shrinks.
+func TestMemoryBudgetShedsNewState(t *testing.T) {
+	var live atomic.Uint64
+	live.Store(10 << 20)
+	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) {
+		o.MaxMemory = 100 << 20
+		o.liveHeap = live.Load
+	})
+	_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "held", Cost: 1}})
+	require.NoError(t, err)
+
+	live.Store(80 << 20) // 80% of the budget
+	n.checkMemory()
+	for _, r := range []fsm.AllowRequest{{Client: "new", Cost: 1}, {Client: "held", Cost: 1, RequestID: "r1"}} {
+		_, err = n.Allow(ctx(t), []fsm.AllowRequest{r})
+		require.ErrorIs(t, err, ErrOverloaded, "%+v", r)
+		assert.ErrorContains(t, err, "memory budget")
+	}
+	v, err := n.Client(ctx(t), "new")
+	require.NoError(t, err)
+	assert.False(t, v.Known, "the refused call decided nothing")
+	ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "held", Cost: 1}})
+	require.NoError(t, err, "a held client without a request id is still decided")
+	assert.Equal(t, int64(8), ds[0].RemainingTokens())
+
+	// The leader checks too: a call forwarded to it, or one that reached
+	// the batcher another way, is refused there.
+	g := n.groupFor("new2")
+	assert.ErrorIs(t, n.admit(g, []fsm.AllowRequest{{Client: "new2", Cost: 1}}), ErrOverloaded)
+
+	live.Store(50 << 20)
+	n.checkMemory()
+	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "new", Cost: 1, RequestID: "r2"}})
+	assert.NoError(t, err)
 }

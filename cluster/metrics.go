@@ -29,6 +29,9 @@ type nodeMetrics struct {
 	diskLow   *prometheus.Desc
 	clockSkew *prometheus.Desc
 	clockOff  *prometheus.Desc
+	memLive   *prometheus.Desc
+	memBudget *prometheus.Desc
+	memShed   *prometheus.Desc
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -52,7 +55,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; until their window ends, a request id the group does not remember is decided afresh and answered maybe_duplicate.", []string{"group"}, nil),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quorate_requests_refused_total",
-			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue) or too_many_clients (a new client past --max-clients).",
+			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue), memory (a new client or request id while the live heap is near --max-memory), too_many_clients (a new client past --max-clients) or disk_full.",
 		}, []string{"reason"}),
 		diskFree: prometheus.NewDesc("quorate_disk_free_bytes", "Free space of the data dir's file system, as last checked (every second).", nil, nil),
 		diskLow: prometheus.NewDesc("quorate_disk_low",
@@ -61,6 +64,11 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 			"Offset from this node's clock of the median clock it is judged against (positive: that clock is ahead), as last measured (every 2 s; every 200 ms while not in bounds).", nil, nil),
 		clockOff: prometheus.NewDesc("quorate_clock_off",
 			"1 while this node's clock is not known to be in bounds (not yet checked since the node started, or further than half of --max-clock-offset from its peers' median): it stamps no decisions and hands its leadership over.", nil, nil),
+		memLive: prometheus.NewDesc("quorate_memory_live_bytes",
+			"The Go heap the last garbage collection found live, as last read (every 100 ms).", nil, nil),
+		memBudget: prometheus.NewDesc("quorate_memory_budget_bytes", "This node's memory budget (--max-memory; 0: none).", nil, nil),
+		memShed: prometheus.NewDesc("quorate_memory_shedding",
+			"1 while the live heap is at 75% of the memory budget or more: new clients and request ids are refused with 503 overloaded.", nil, nil),
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
@@ -93,6 +101,8 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 func (m *nodeMetrics) refused(err error) {
 	switch {
 	case errors.Is(err, ErrOutcomeUnknown):
+	case isMemoryRefusal(err):
+		m.refusals.WithLabelValues("memory").Inc()
 	case errors.Is(err, ErrOverloaded):
 		m.refusals.WithLabelValues("overloaded").Inc()
 	case errors.Is(err, ErrTooManyClients):
@@ -104,7 +114,7 @@ func (m *nodeMetrics) refused(err error) {
 
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow, m.clockSkew, m.clockOff} {
+	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow, m.clockSkew, m.clockOff, m.memLive, m.memBudget, m.memShed} {
 		ch <- d
 	}
 }
@@ -128,6 +138,13 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)
+	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.memLive.Load()))
+	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(n.opts.MaxMemory))
+	shed := 0.0
+	if n.memShed.Load() {
+		shed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.memShed, prometheus.GaugeValue, shed)
 	if sc, ok := n.opts.Clock.(*stampClock); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}

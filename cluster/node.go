@@ -76,6 +76,10 @@ type Node struct {
 	clock     atomic.Int32
 	clockSkew atomic.Int64
 	clockCh   chan struct{} // check the clock now
+	// memLive and memShed: the live heap as checkMemory last read it, and
+	// whether the node refuses new state (see memory.go).
+	memLive atomic.Uint64
+	memShed atomic.Bool
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
@@ -283,6 +287,8 @@ func (n *Node) start() error {
 		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
 	n.checkDisk()
 	n.every(diskCheckInterval, nil, n.checkDisk)
+	n.checkMemory()
+	n.every(memoryCheckInterval, nil, n.checkMemory)
 	n.runClockChecks()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)

@@ -81,6 +81,11 @@ type Options struct {
 	// is refused with ErrTooManyClients and known clients are still served
 	// (DefaultMaxClients if zero; negative: no limit).
 	MaxClients int
+	// MaxMemory is this node's memory budget in bytes: near it, the node
+	// refuses new clients and request ids (ErrOverloaded) and serves the
+	// clients it holds (DefaultMaxMemory if zero; negative: no budget).
+	// See memory.go.
+	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
 	// peers' before it stops deciding and leading (DefaultMaxClockOffset if
 	// zero; negative: no check). See checkClocks.
@@ -112,6 +117,9 @@ type Options struct {
 	// claim a lower highest cluster version than its binary's, as a node of
 	// an older release would (zero: fsm.MaxClusterVersion).
 	maxClusterVersion uint32
+	// liveHeap, set only by this package's tests, replaces the runtime's
+	// live heap reading of checkMemory.
+	liveHeap func() uint64
 }
 
 // RaftTimings are the raft timeouts every group uses (raftgroup.Timings).
@@ -192,6 +200,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinFreeDisk == 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk
+	}
+	switch {
+	case o.MaxMemory == 0:
+		o.MaxMemory = DefaultMaxMemory()
+	case o.MaxMemory < 0:
+		o.MaxMemory = 0
 	}
 	if o.MaxClients == 0 {
 		o.MaxClients = DefaultMaxClients

@@ -151,10 +151,15 @@ func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
 	if err := n.diskErr(); err != nil {
 		return err
 	}
+	var rg groupReplica
 	if g != nil { // only a leader stamps: the node a call reached may forward it
 		if err := n.clockErr(); err != nil {
 			return err
 		}
+		rg = g.FSM
+	}
+	if err := n.memoryErr(rg, reqs); err != nil {
+		return err
 	}
 	if n.opts.MaxClients < 0 {
 		return nil

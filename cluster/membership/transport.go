@@ -18,8 +18,8 @@ import (
 // bytes a member, one per member every few seconds.
 const (
 	// MaxStreamBytes is the most a node reads of one incoming stream: the
-	// state of about 800 members.
-	MaxStreamBytes = 512 << 10
+	// state of about 400 members.
+	MaxStreamBytes = 256 << 10
 	// MaxStreams and MaxStreamsPerIP bound the incoming streams open at
 	// once, in all and from one address. memberlist closes each within its
 	// TCP timeout (10 s).
@@ -33,7 +33,9 @@ var errStreamTooLong = errors.New("gossip stream longer than the limit")
 // StreamStats counts what boundedTransport did with incoming streams.
 type StreamStats struct {
 	Accepted, Refused, Truncated uint64
-	Open                         int
+	// Open is how many admitted streams are open, and PeakOpen the most
+	// that ever were at once.
+	Open, PeakOpen int
 }
 
 // boundedTransport is memberlist's NetTransport with incoming streams
@@ -49,6 +51,7 @@ type boundedTransport struct {
 
 	mu     sync.Mutex
 	open   int
+	peak   int
 	perIP  map[string]int
 	counts struct{ accepted, refused, truncated atomic.Uint64 }
 }
@@ -74,10 +77,14 @@ func newBoundedTransport(host string, port int, logger *log.Logger) (*boundedTra
 // StreamCh returns the streams admitted.
 func (t *boundedTransport) StreamCh() <-chan net.Conn { return t.streams }
 
-// Shutdown stops admitting streams and shuts the NetTransport down.
+// Shutdown shuts the NetTransport down, then stops admitting streams. The
+// order matters: the NetTransport's listener hands each accepted stream
+// over before it can see that it is shutting down, so admit must take
+// them until it has stopped.
 func (t *boundedTransport) Shutdown() error {
+	err := t.NetTransport.Shutdown()
 	t.stop.Do(func() { close(t.done) })
-	return t.NetTransport.Shutdown()
+	return err
 }
 
 func (t *boundedTransport) admit() {
@@ -93,6 +100,7 @@ func (t *boundedTransport) admit() {
 		ok := t.open < MaxStreams && t.perIP[ip] < MaxStreamsPerIP
 		if ok {
 			t.open++
+			t.peak = max(t.peak, t.open)
 			t.perIP[ip]++
 		}
 		t.mu.Unlock()
@@ -115,9 +123,10 @@ func (t *boundedTransport) admit() {
 // Stats returns the stream counts so far.
 func (t *boundedTransport) Stats() StreamStats {
 	t.mu.Lock()
-	open := t.open
+	open, peak := t.open, t.peak
 	t.mu.Unlock()
-	return StreamStats{Accepted: t.counts.accepted.Load(), Refused: t.counts.refused.Load(), Truncated: t.counts.truncated.Load(), Open: open}
+	return StreamStats{Accepted: t.counts.accepted.Load(), Refused: t.counts.refused.Load(), Truncated: t.counts.truncated.Load(),
+		Open: open, PeakOpen: peak}
 }
 
 func remoteIP(c net.Conn) string {

@@ -72,8 +72,13 @@ func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
 			_ = c.Close()
 		}
 	})
-	// Every attacking connection is still open on our side: whatever the
-	// node buffered for them, it holds now.
+	// Every attacking connection is still open on our side: once the node
+	// has taken each from its listener, whatever it buffered for them it
+	// holds now.
+	require.Eventually(t, func() bool {
+		st := a.StreamStats()
+		return st.Accepted+st.Refused >= uint64(len(conns))
+	}, 30*time.Second, 10*time.Millisecond, "the node never took every connection: %+v", a.StreamStats())
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -82,8 +87,7 @@ func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
 
 	st := a.StreamStats()
 	assert.Less(t, grew, int64(50<<20), "the attack took memory")
-	assert.LessOrEqual(t, st.Accepted, uint64(MaxStreams)+uint64(attackers)-uint64(len(conns))+10, "streams admitted beyond the cap")
-	assert.GreaterOrEqual(t, st.Refused+st.Accepted, uint64(len(conns)), "every connection was admitted or refused")
+	assert.LessOrEqual(t, st.PeakOpen, MaxStreams, "streams open at once beyond the cap")
 	assert.Positive(t, st.Truncated, "no stream was cut at MaxStreamBytes")
 	assert.Equal(t, Alive, stateOf(a, "b"), "gossip between the members went on")
 	assert.Equal(t, Alive, stateOf(b, "a"))

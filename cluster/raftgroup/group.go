@@ -64,15 +64,18 @@ type Config struct {
 	Bootstrap bool           // bootstrap a group with no state, with this node as its only voter
 	Dir       string         // snapshots
 	Store     *raftlog.Store // closed by the group
-	NodeID    string
-	Addr      raft.ServerAddress
-	Trans     raft.Transport
-	Timings   Timings
-	Logger    *slog.Logger
-	LogLevel  slog.Level
-	FSMOpts   fsm.Options
-	OnServing func(*Group) // called (in its own goroutine) when the node starts serving the group
-	OnChange  func()       // called when the node starts or stops serving the group; must not block
+	// LogCacheBytes is the size of the in-memory cache of the group's
+	// newest log entries (raftlog.DefaultLogCacheBytes if zero).
+	LogCacheBytes int
+	NodeID        string
+	Addr          raft.ServerAddress
+	Trans         raft.Transport
+	Timings       Timings
+	Logger        *slog.Logger
+	LogLevel      slog.Level
+	FSMOpts       fsm.Options
+	OnServing     func(*Group) // called (in its own goroutine) when the node starts serving the group
+	OnChange      func()       // called when the node starts or stops serving the group; must not block
 	// OnContact, if set, is called with a peer's address whenever it
 	// answered one of this group's raft requests; it must be cheap.
 	OnContact func(raft.ServerAddress)
@@ -99,11 +102,7 @@ func Open(c Config) (*Group, error) {
 		store.Close()
 		return nil, fmt.Errorf("group %s: open snapshots: %w", c.ID, err)
 	}
-	logs, err := raft.NewLogCache(1024, store)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
+	logs := raftlog.NewCache(store, c.LogCacheBytes)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.NodeID)

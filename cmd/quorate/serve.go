@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ type serveFlags struct {
 	maxPending  int
 	maxClients  int
 	minFreeDisk int64
+	maxMemory   int64
 	maxOffset   time.Duration
 	reclaim     time.Duration
 	debugAddr   string
@@ -77,6 +79,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
+	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (75%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; also the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
@@ -187,6 +190,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxPending:      f.maxPending,
 		MaxClients:      f.maxClients,
 		MinFreeDisk:     f.minFreeDisk,
+		MaxMemory:       memoryBudget(f.maxMemory),
 		MaxClockOffset:  f.maxOffset,
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
@@ -289,4 +293,19 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// memoryBudget returns the node's memory budget for --max-memory (see
+// cluster.Options.MaxMemory) and makes it the Go runtime's soft memory
+// limit, unless GOMEMLIMIT sets one: collecting more often near the budget
+// keeps the live heap the node sheds by close to the truth.
+func memoryBudget(flag int64) int64 {
+	budget := flag
+	if budget == 0 {
+		budget = cluster.DefaultMaxMemory()
+	}
+	if budget > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(budget)
+	}
+	return budget
 }
