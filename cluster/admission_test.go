@@ -101,7 +101,7 @@ func TestMemoryBudgetShedsNewState(t *testing.T) {
 	live.Store(10 << 20)
 	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) {
 		o.MaxMemory = 100 << 20
-		o.liveHeap = live.Load
+		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), live.Load() }
 	})
 	_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "held", Cost: 1}})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -16,18 +17,29 @@ import (
 // The memory budget (Options.MaxMemory) bounds what callers can make a node
 // hold. What grows with callers is state: a bucket per new client, a
 // remembered decision per request id, on every replica of the group, for
-// minutes. Once the live heap reaches memoryShedAt of the budget, a node
+// minutes. Once the live heap (estimated: see checkMemory), plus what the
+// decisions now pending may add (memoryPerPending each), reaches
+// memoryShedAt of the budget, a node
 // refuses, at once and deciding nothing, every request that would add
 // state (a client it holds no bucket for, or a request id) with
 // ErrOverloaded, and keeps deciding for the clients it holds, until reclaim
 // and the request-id window bring the heap back under. The check runs on
 // the node a call reaches and again on its group's leader. The process
-// also sets the budget as the Go runtime's soft memory limit (cmd/quorate),
-// so that the heap is collected more often as it nears the budget and the
-// live figure stays fresh.
+// also sets 85% of the budget as the Go runtime's soft memory limit
+// (cmd/quorate), so that the heap is collected more often as it nears the
+// budget: what stays between the live heap and the budget is garbage not
+// yet collected and memory not yet returned to the system.
 const (
-	memoryShedAt        = 0.75
-	memoryCheckInterval = 100 * time.Millisecond
+	memoryShedAt        = 0.7
+	memoryCheckInterval = 10 * time.Millisecond
+	// memoryGCEvery is how often at most checkMemory collects to learn the
+	// live heap (see there).
+	memoryGCEvery = time.Second
+	// memoryPerPending is what a decision being decided may add once
+	// applied, counted against the budget while it is pending: a bucket
+	// and a remembered request id, with the longest client id and request
+	// id (measured: about 1 KiB a bucket, 1.4 KiB an id).
+	memoryPerPending = 2560
 )
 
 // errMemoryBudget refuses a request that would add state while the node's
@@ -78,27 +90,58 @@ func cgroupMemoryLimit() int64 {
 	return v
 }
 
-// liveHeap reads the Go runtime's live heap: the bytes the last garbage
-// collection found reachable.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// readHeap reads the Go runtime's live heap (the bytes the last garbage
+// collection found reachable) and its heap objects (live and not yet
+// collected).
+func readHeap() (live, objects, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	for i, v := range []*uint64{&live, &objects, &cycles} {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			*v = s[i].Value.Uint64()
+		}
 	}
-	return s[0].Value.Uint64()
+	return live, objects, cycles
 }
 
-// checkMemory samples the live heap and sets whether the node sheds new
-// state.
-func (n *Node) checkMemory() {
-	read := n.opts.liveHeap
-	if read == nil {
-		read = liveHeap
+// stateBytes is what the state of this node's replicas costs, as their
+// FSMs estimate it (fsm.FSM.StateBytes).
+func (n *Node) stateBytes() int64 {
+	var b int64
+	for _, g := range n.allGroups() {
+		b += g.FSM.StateBytes()
 	}
-	live := read()
+	return b
+}
+
+// checkMemory estimates the live heap and sets whether the node sheds new
+// state. The runtime's live figure is as old as the last collection, and
+// state can grow fast between two (a collection may wait for the heap to
+// double), so the estimate is that figure plus what the replicas' state
+// grew by since (fsm.FSM.StateBytes). When the heap's objects, garbage
+// included, pass the shedding point while the estimate is under it, it
+// collects (at most every memoryGCEvery) to learn the truth.
+func (n *Node) checkMemory() {
+	read := n.opts.readHeap
+	if read == nil {
+		read = readHeap
+	}
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	live, objects, cycles := read()
+	limit := uint64(memoryShedAt * float64(n.opts.MaxMemory))
+	if n.opts.MaxMemory > 0 && objects >= limit && live < limit && time.Since(n.memGC) >= memoryGCEvery {
+		n.memGC = time.Now()
+		runtime.GC()
+		live, _, cycles = read()
+	}
+	state := n.stateBytes()
+	if cycles != n.memCycles {
+		n.memCycles, n.memStateAtGC = cycles, state
+	}
+	live += uint64(max(state-n.memStateAtGC, 0))
 	n.memLive.Store(live)
-	shed := n.opts.MaxMemory > 0 && float64(live) >= memoryShedAt*float64(n.opts.MaxMemory)
+	shed := n.memoryHigh()
 	if n.memShed.Swap(shed) != shed {
 		if shed {
 			n.logger.Warn("the live heap is near the memory budget: refusing new clients and request ids until it shrinks",
@@ -109,10 +152,19 @@ func (n *Node) checkMemory() {
 	}
 }
 
+// memoryHigh reports whether the live heap, as last read, plus what the
+// pending decisions may add reaches memoryShedAt of the budget.
+func (n *Node) memoryHigh() bool {
+	if n.opts.MaxMemory <= 0 {
+		return false
+	}
+	return float64(n.memLive.Load())+float64(max(n.pending.Load(), 0))*memoryPerPending >= memoryShedAt*float64(n.opts.MaxMemory)
+}
+
 // memoryErr returns errMemoryBudget if the node sheds new state and one of
 // reqs would add some. g is the group every request belongs to, or nil.
 func (n *Node) memoryErr(g groupReplica, reqs []fsm.AllowRequest) error {
-	if !n.memShed.Load() {
+	if !n.memoryHigh() {
 		return nil
 	}
 	for _, r := range reqs {
@@ -121,8 +173,8 @@ func (n *Node) memoryErr(g groupReplica, reqs []fsm.AllowRequest) error {
 			rg = n.groupFor(r.Client).FSM
 		}
 		if r.RequestID != "" || !rg.Known(r.Client) {
-			return fmt.Errorf("%w: this node's live heap is %d MiB of a %d MiB budget; it decides for the clients it holds, without request ids",
-				errMemoryBudget, n.memLive.Load()>>20, n.opts.MaxMemory>>20)
+			return fmt.Errorf("%w: this node's live heap is %d MiB with %d decisions pending, of a %d MiB budget; it decides for the clients it holds, without request ids",
+				errMemoryBudget, n.memLive.Load()>>20, n.pending.Load(), n.opts.MaxMemory>>20)
 		}
 	}
 	return nil

@@ -80,6 +80,12 @@ type Node struct {
 	// whether the node refuses new state (see memory.go).
 	memLive atomic.Uint64
 	memShed atomic.Bool
+	// memMu guards what checkMemory keeps between runs: when it last
+	// collected, and the collection count and state size it last saw.
+	memMu        sync.Mutex
+	memGC        time.Time
+	memCycles    uint64
+	memStateAtGC int64
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder

@@ -117,9 +117,9 @@ type Options struct {
 	// claim a lower highest cluster version than its binary's, as a node of
 	// an older release would (zero: fsm.MaxClusterVersion).
 	maxClusterVersion uint32
-	// liveHeap, set only by this package's tests, replaces the runtime's
-	// live heap reading of checkMemory.
-	liveHeap func() uint64
+	// readHeap, set only by this package's tests, replaces the runtime's
+	// heap readings of checkMemory.
+	readHeap func() (live, objects, cycles uint64)
 }
 
 // RaftTimings are the raft timeouts every group uses (raftgroup.Timings).

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -58,5 +59,47 @@ func BenchmarkEncodeAllowBatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Encode(Allow{Stamp: 1, Requests: reqs})
+	}
+}
+
+// BenchmarkStateBytes reports what the state costs in live heap: bytes per
+// client (a bucket) and per remembered request id, with short (16-byte)
+// and the longest ids (256-byte clients, 128-byte request ids), measured
+// after a collection over 200,000 of each.
+func BenchmarkStateBytes(b *testing.B) {
+	const n = 200_000
+	live := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, c := range []struct {
+		name             string
+		clientLen, idLen int
+	}{{"short_ids", 16, 0}, {"short_ids_with_request_ids", 16, 16}, {"longest_ids", 256, 0}, {"longest_ids_with_request_ids", 256, 128}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				f, err := New(Options{DedupMax: 2 * n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				reqs := make([]AllowRequest, 1000)
+				before := live()
+				for i := range n / len(reqs) {
+					for j := range reqs {
+						k := i*len(reqs) + j
+						reqs[j] = AllowRequest{Client: fmt.Sprintf("%0*d", c.clientLen, k), Cost: 1}
+						if c.idLen > 0 {
+							reqs[j].RequestID = fmt.Sprintf("%0*d", c.idLen, k)
+						}
+					}
+					f.ApplyCommand(Encode(Allow{Stamp: int64(i), Requests: reqs}))
+				}
+				after := live()
+				b.ReportMetric(float64(after-before)/n, "bytes/client")
+				runtime.KeepAlive(f)
+			}
+		})
 	}
 }

@@ -48,7 +48,14 @@ type dedupWindow struct {
 	byKey  map[dedupKey]int // position in order, offset by head
 	order  []dedupEntry     // oldest first; order[0] has position head
 	head   int
+	bytes  int64 // what the remembered entries cost (see entryBytes)
 }
+
+// entryBytes estimates what remembering one decision costs in live heap:
+// the entry, its place in the map and its request id (the client id's bytes
+// are the bucket's). Measured by BenchmarkStateBytes: 218 bytes with a
+// 16-byte id, 330 with a 128-byte one.
+func entryBytes(k dedupKey) int64 { return 202 + int64(len(k.id)) }
 
 func newDedupWindow(window int64, max int, forgot func(dedupEntry)) *dedupWindow {
 	return &dedupWindow{window: window, max: max, forgot: forgot, byKey: map[dedupKey]int{}}
@@ -70,6 +77,7 @@ func (d *dedupWindow) get(k dedupKey) (Decision, bool) {
 func (d *dedupWindow) put(k dedupKey, dec Decision) (evicted int, newest int64) {
 	d.byKey[k] = d.head + len(d.order)
 	d.order = append(d.order, dedupEntry{key: k, decision: dec})
+	d.bytes += entryBytes(k)
 	if len(d.order) > d.max {
 		evicted = len(d.order) - d.max
 		newest = d.order[evicted-1].decision.Stamp // oldest first
@@ -95,6 +103,7 @@ func (d *dedupWindow) dropFront(n int) {
 	}
 	for _, e := range d.order[:n] {
 		delete(d.byKey, e.key)
+		d.bytes -= entryBytes(e.key)
 		if d.forgot != nil {
 			d.forgot(e)
 		}

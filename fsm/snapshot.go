@@ -237,7 +237,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.version.Store(s.config.Version)
 	f.tiers = cowMapOf(s.tiers[0])
 	f.buckets = cowMapOf(s.buckets[0])
-	f.nBuckets.Store(int64(f.buckets.len()))
+	for client := range s.buckets[0] {
+		f.mapBytes += bucketBytes(client)
+	}
+	for _, tier := range s.tiers[0] {
+		f.mapBytes += tierBytes(tier)
+	}
+	f.settle()
 	return nil
 }
 

@@ -79,7 +79,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
-	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (75%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; also the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
+	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
@@ -296,16 +296,17 @@ func splitList(s string) []string {
 }
 
 // memoryBudget returns the node's memory budget for --max-memory (see
-// cluster.Options.MaxMemory) and makes it the Go runtime's soft memory
-// limit, unless GOMEMLIMIT sets one: collecting more often near the budget
-// keeps the live heap the node sheds by close to the truth.
+// cluster.Options.MaxMemory) and sets the Go runtime's soft memory limit to
+// 85% of it, unless GOMEMLIMIT sets one: collecting more often near the
+// budget keeps the live heap the node sheds by close to the truth, and the
+// margin is for memory the runtime has freed but not yet returned.
 func memoryBudget(flag int64) int64 {
 	budget := flag
 	if budget == 0 {
 		budget = cluster.DefaultMaxMemory()
 	}
 	if budget > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(budget)
+		debug.SetMemoryLimit(budget / 20 * 17)
 	}
 	return budget
 }

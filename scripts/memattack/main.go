@@ -95,8 +95,9 @@ func run(args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
 	var attack, good counts
+	var lastFailure atomic.Value // string
 	var wg sync.WaitGroup
-	pad := strings.Repeat("x", 256-24)
+	pad := strings.Repeat("x", 256)
 	var seq atomic.Int64
 	for w := range *conns {
 		wg.Add(1)
@@ -106,7 +107,8 @@ func run(args []string, out io.Writer) error {
 			for ctx.Err() == nil {
 				for i := range reqs {
 					n := seq.Add(1)
-					reqs[i] = allow{Client: fmt.Sprintf("%s-%d-%012d", pad, w, n)[:256], Cost: 1,
+					id := fmt.Sprintf("%d-%012d-", w, n)
+					reqs[i] = allow{Client: id + pad[len(id):], Cost: 1,
 						RequestID: fmt.Sprintf("%0128d", n)}
 				}
 				code, _, err := post(ctx, batchOf(reqs))
@@ -126,15 +128,17 @@ func run(args []string, out io.Writer) error {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			code, _, err := post(ctx, legitBody)
+			code, body, err := post(ctx, legitBody)
 			switch {
 			case err != nil && ctx.Err() != nil:
 			case err == nil && code == http.StatusOK:
 				good.ok.Add(1)
 			case err == nil && code == http.StatusServiceUnavailable:
 				good.shed.Add(1)
+				lastFailure.Store(fmt.Sprintf("503 %s", body))
 			default:
 				good.other.Add(1)
+				lastFailure.Store(fmt.Sprintf("%d %s %v", code, body, err))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -158,6 +162,9 @@ func run(args []string, out io.Writer) error {
 	wg.Wait()
 	fmt.Fprintf(out, "peak RSS %d MiB; attacker: %d decided, %d refused with 503, %d other; legitimate batches: %d decided, %d failed\n",
 		peak>>20, attack.ok.Load(), attack.shed.Load(), attack.other.Load(), good.ok.Load(), good.shed.Load()+good.other.Load())
+	if f, ok := lastFailure.Load().(string); ok {
+		fmt.Fprintf(out, "last legitimate failure: %.300s\n", f)
+	}
 	return nil
 }
 

@@ -1,0 +1,51 @@
+package fsm_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// StateBytes follows the state: it grows with buckets and remembered ids
+// about as the live heap does, falls back to nothing as they are reclaimed
+// and forgotten, and a restored replica counts the same.
+func TestStateBytesFollowsTheState(t *testing.T) {
+	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale)})
+	assert.Zero(t, f.StateBytes())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 50_000
+	reqs := make([]fsm.AllowRequest, 1000)
+	for i := range n / len(reqs) {
+		for j := range reqs {
+			k := i*len(reqs) + j
+			reqs[j] = fsm.AllowRequest{Client: fmt.Sprintf("%0256d", k), Cost: 1, RequestID: fmt.Sprintf("%0128d", k)}
+		}
+		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := float64(after.HeapAlloc - before.HeapAlloc)
+	est := float64(f.StateBytes())
+	t.Logf("heap grew %.0f bytes a decision, StateBytes says %.0f", grew/n, est/n)
+	assert.InDelta(t, 1, est/grew, 0.3, "StateBytes %.0f, heap grew %.0f", est, grew)
+
+	g := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale)})
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(f.MarshalSnapshot()))))
+	assert.Equal(t, f.StateBytes(), g.StateBytes(), "a restored replica counts the same")
+
+	// Ten minutes on, every bucket is full and every id forgotten.
+	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(10 * time.Minute)})
+	assert.Zero(t, f.StateBytes())
+	runtime.KeepAlive(g)
+}
