@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -200,11 +201,11 @@ func TestServeWithTokensOverHTTPS(t *testing.T) {
 	_, err = cli("tier", "set", "free", "--capacity", "2", "--rate", "0")
 	var ae *httpapi.APIError
 	require.ErrorAs(t, err, &ae, "no token")
-	assert.Equal(t, httpapi.CodeUnauthenticated, ae.Code)
+	assert.Equal(t, api.CodeUnauthenticated, ae.Code)
 	assert.Equal(t, 1, exitCode(err))
 	_, err = cli("tier", "set", "free", "--capacity", "2", "--rate", "0", "--token", decide)
 	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, httpapi.CodeForbidden, ae.Code)
+	assert.Equal(t, api.CodeForbidden, ae.Code)
 	out, err := cli("tier", "set", "free", "--capacity", "2", "--rate", "0", "--token", admin)
 	require.NoError(t, err)
 	assert.Contains(t, out, "applied in 2 group(s)")
@@ -218,7 +219,7 @@ func TestServeWithTokensOverHTTPS(t *testing.T) {
 	assert.Contains(t, out, `"client": "carol"`)
 	_, err = cli("status")
 	require.ErrorAs(t, err, &ae, "decide may not read the cluster")
-	assert.Equal(t, httpapi.CodeForbidden, ae.Code)
+	assert.Equal(t, api.CodeForbidden, ae.Code)
 
 	t.Setenv("QUORATE_TOKEN", reader)
 	t.Setenv("QUORATE_CA_CERT", caFile)

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/transport/httpapi"
 )
@@ -222,7 +223,7 @@ func (cl *cli) commands() map[string]command {
 				return r, nil
 			},
 			print: func(w io.Writer, v any) {
-				r := v.(httpapi.AllowResponse)
+				r := v.(api.AllowResponse)
 				verdict := "allowed"
 				if !r.Allowed {
 					verdict = "denied"
@@ -250,10 +251,10 @@ func (cl *cli) commands() map[string]command {
 				if err := c.SetClientTier(ctx, a[0], a[1]); err != nil {
 					return nil, err
 				}
-				return httpapi.ClientTierResponse{Client: a[0], Tier: a[1]}, nil
+				return api.ClientTierResponse{Client: a[0], Tier: a[1]}, nil
 			},
 			print: func(w io.Writer, v any) {
-				r := v.(httpapi.ClientTierResponse)
+				r := v.(api.ClientTierResponse)
 				fmt.Fprintf(w, "client %s is in tier %s\n", r.Client, r.Tier)
 			},
 		},
@@ -263,10 +264,10 @@ func (cl *cli) commands() map[string]command {
 				if err := c.RemoveClientTier(ctx, a[0]); err != nil {
 					return nil, err
 				}
-				return httpapi.ClientTierResponse{Client: a[0]}, nil
+				return api.ClientTierResponse{Client: a[0]}, nil
 			},
 			print: func(w io.Writer, v any) {
-				fmt.Fprintf(w, "client %s uses the default policy\n", v.(httpapi.ClientTierResponse).Client)
+				fmt.Fprintf(w, "client %s uses the default policy\n", v.(api.ClientTierResponse).Client)
 			},
 		},
 		"tier list": {
@@ -278,7 +279,7 @@ func (cl *cli) commands() map[string]command {
 				return r, nil
 			},
 			print: func(w io.Writer, v any) {
-				r := v.(httpapi.TiersResponse)
+				r := v.(api.TiersResponse)
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintf(tw, "TIER\tCAPACITY\tREFILL/S\n")
 				fmt.Fprintf(tw, "%s\t%d\t%s\n", bucket.DefaultTierName, r.Default.Capacity, r.Default.RefillPerSecond)
@@ -329,7 +330,7 @@ func (cl *cli) commands() map[string]command {
 				if err := c.Leave(ctx); err != nil {
 					return nil, err
 				}
-				return httpapi.StatusResponse{Status: "left"}, nil
+				return api.StatusResponse{Status: "left"}, nil
 			},
 			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
 		},

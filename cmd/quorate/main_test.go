@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/version"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -156,7 +157,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	_, err = cli("tier", "delete", "nope")
 	var apiErr *httpapi.APIError
 	require.ErrorAs(t, err, &apiErr)
-	assert.Equal(t, "tier_not_found", apiErr.Code)
+	assert.Equal(t, api.CodeTierNotFound, apiErr.Code)
 	assert.Equal(t, 1, exitCode(err))
 	_, err = cli("allow")
 	assert.Equal(t, 2, exitCode(err), "missing client argument")

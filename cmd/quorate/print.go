@@ -5,10 +5,10 @@ import (
 	"io"
 	"strings"
 
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/api"
 )
 
-func configAnswer(cc cluster.ConfigChange, err error) (any, error) {
+func configAnswer(cc api.ConfigChange, err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -16,7 +16,7 @@ func configAnswer(cc cluster.ConfigChange, err error) (any, error) {
 }
 
 func printConfigChange(w io.Writer, v any) {
-	cc := v.(cluster.ConfigChange)
+	cc := v.(api.ConfigChange)
 	fmt.Fprintf(w, "config version %d applied in %d group(s)", cc.Version, len(cc.Applied))
 	if len(cc.Lagging) > 0 {
 		fmt.Fprintf(w, "; not yet in %s", strings.Join(cc.Lagging, ","))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/transport/httpapi"
 )
@@ -142,9 +143,9 @@ func TestRequestIDsAndBatches(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, later.Duplicate, "forgotten after the dedup window")
 
-	var reqs []httpapi.AllowRequest
+	var reqs []api.AllowRequest
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "a"} {
-		reqs = append(reqs, httpapi.AllowRequest{Client: id})
+		reqs = append(reqs, api.AllowRequest{Client: id})
 	}
 	res, err := c.AllowBatch(ctx, reqs)
 	require.NoError(t, err)
@@ -155,10 +156,10 @@ func TestRequestIDsAndBatches(t *testing.T) {
 	_, err = c.DeleteTier(ctx, "nope")
 	var apiErr *httpapi.APIError
 	require.True(t, errors.As(err, &apiErr), "%v", err)
-	assert.Equal(t, httpapi.CodeTierNotFound, apiErr.Code)
+	assert.Equal(t, api.CodeTierNotFound, apiErr.Code)
 	_, err = c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1})
 	require.True(t, errors.As(err, &apiErr), "%v", err)
-	assert.Equal(t, httpapi.CodeInvalidPolicy, apiErr.Code)
+	assert.Equal(t, api.CodeInvalidPolicy, apiErr.Code)
 	cc, err := c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: bucket.Scale})
 	require.NoError(t, err)
 	tiers, err := c.Tiers(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/internal/clusterview"
 	"github.com/quorate/quorate/transport/httpapi"
 )
@@ -46,7 +47,7 @@ func TestProbe(t *testing.T) {
 	answer := func(w http.ResponseWriter) {}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "POST /v1/allow", r.Method+" "+r.URL.Path)
-		assert.Equal(t, strconv.Itoa(probeTimeoutMs), r.Header.Get(httpapi.TimeoutHeader), "the server gives up before the client")
+		assert.Equal(t, strconv.Itoa(probeTimeoutMs), r.Header.Get(api.HeaderTimeout), "the server gives up before the client")
 		assert.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		answer(w)
 	}))

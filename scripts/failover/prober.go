@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -85,7 +86,7 @@ func (p *prober) send(ctx context.Context) (stamp int64, kind, errText string) {
 	case errors.As(err, &ae):
 		kind = strconv.Itoa(ae.Status)
 		if ae.Code != "" {
-			kind += " " + ae.Code
+			kind += " " + string(ae.Code)
 		}
 		return 0, kind, err.Error()
 	case err != nil:
@@ -104,7 +105,7 @@ type serverTimeout struct{ next http.RoundTripper }
 
 func (s serverTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
-	req.Header.Set(httpapi.TimeoutHeader, strconv.Itoa(probeTimeoutMs))
+	req.Header.Set(api.HeaderTimeout, strconv.Itoa(probeTimeoutMs))
 	return s.next.RoundTrip(req)
 }
 

@@ -8,14 +8,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Error codes of the request guard (see guard).
-const (
-	CodeUnauthenticated = "unauthenticated"  // 401: no token, or one the node does not know; with WWW-Authenticate: Bearer
-	CodeForbidden       = "forbidden"        // 403: a known token whose role may not call the route
-	CodeCrossOrigin     = "cross_origin"     // 403: a browser request from another origin to a route that changes state
-	CodeHostNotAllowed  = "host_not_allowed" // 403: a node without auth answers only requests addressed to a loopback host
+	"github.com/quorate/quorate/api"
 )
 
 // access is who may call a route: a set of roles (RoleAdmin may call
@@ -110,7 +104,7 @@ func (s *Server) guard(acc access, h handlerFunc) handlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.check(w, r, acc); err != nil {
-			s.refused.WithLabelValues(err.code).Inc()
+			s.refused.WithLabelValues(string(err.code)).Inc()
 			return err
 		}
 		return h(w, r)
@@ -119,18 +113,15 @@ func (s *Server) guard(acc access, h handlerFunc) handlerFunc {
 
 func (s *Server) check(w http.ResponseWriter, r *http.Request, acc access) *apiError {
 	if s.opts.LoopbackHostOnly && !loopbackHost(r.Host) {
-		return &apiError{status: http.StatusForbidden, code: CodeHostNotAllowed,
-			msg: fmt.Sprintf("Host %q is not a loopback address; a node without --auth-file answers only requests to 127.0.0.1, [::1] or localhost", r.Host)}
+		return newError(api.CodeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback address; a node without --auth-file answers only requests to 127.0.0.1, [::1] or localhost", r.Host))
 	}
 	if unsafeMethod(r.Method) {
 		if err := s.origins.Check(r); err != nil {
-			return &apiError{status: http.StatusForbidden, code: CodeCrossOrigin,
-				msg: "cross-origin browser requests may not change anything; call the API from a server, not a web page"}
+			return newError(api.CodeCrossOrigin, "cross-origin browser requests may not change anything; call the API from a server, not a web page")
 		}
 		if ct := headerValue(r.Header, "Content-Type"); ct != "" && ct != "application/json" {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-					msg: fmt.Sprintf("Content-Type %q is not supported; send application/json, or no Content-Type without a body", ct)}
+				return newError(api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json, or no Content-Type without a body", ct))
 			}
 		}
 	}
@@ -140,12 +131,10 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, acc access) *apiE
 	tok, ok := s.opts.Auth.identify(bearerToken(headerValue(r.Header, "Authorization")))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="quorate"`)
-		return &apiError{status: http.StatusUnauthorized, code: CodeUnauthenticated,
-			msg: "send a known token as Authorization: Bearer <token>"}
+		return newError(api.CodeUnauthenticated, "send a known token as Authorization: Bearer <token>")
 	}
 	if !acc.allows(tok.role) {
-		return &apiError{status: http.StatusForbidden, code: CodeForbidden,
-			msg: fmt.Sprintf("token %q has role %s, which may not %s %s", tok.name, tok.role, r.Method, r.URL.Path)}
+		return newError(api.CodeForbidden, fmt.Sprintf("token %q has role %s, which may not %s %s", tok.name, tok.role, r.Method, r.URL.Path))
 	}
 	return nil
 }

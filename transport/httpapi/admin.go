@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/internal/grouphash"
 )
 
 // serviceFunc is the handler of a route that calls the Service; ctx is the
@@ -19,7 +19,7 @@ import (
 type serviceFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request) error
 
 // withDeadline adapts h to a route handler. It refuses the request if check
-// (when not nil) refuses its path, then if its TimeoutHeader is bad, in
+// (when not nil) refuses its path, then if its api.HeaderTimeout is bad, in
 // that order, before h sees it.
 func (s *Server) withDeadline(check func(r *http.Request) error, h serviceFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
@@ -45,7 +45,7 @@ func checkClientPath(r *http.Request) error {
 // checkTierPath refuses an invalid {tier} path value.
 func checkTierPath(r *http.Request) error {
 	if err := bucket.ValidateTierName(r.PathValue("tier")); err != nil {
-		return badRequest(CodeInvalidTierName, "tier (path): %v", err)
+		return badRequest(api.CodeInvalidTierName, "tier (path): %v", err)
 	}
 	return nil
 }
@@ -56,11 +56,11 @@ func (s *Server) getClient(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, ClientResponse{
+	s.writeJSON(w, http.StatusOK, api.ClientResponse{
 		Client:         v.Client,
 		Tier:           v.Tier,
 		AssignedTier:   v.AssignedTier,
-		Policy:         PolicyToJSON(v.Policy),
+		Policy:         api.PolicyToJSON(v.Policy),
 		Remaining:      v.Decision.RemainingTokens(),
 		RemainingExact: bucket.FormatRate(v.Decision.Remaining), // nanotokens as an exact decimal
 		RetryAfterMs:   ceilDiv(v.Decision.RetryAfter, int64(time.Millisecond)),
@@ -83,7 +83,7 @@ func (s *Server) setClientTier(ctx context.Context, w http.ResponseWriter, r *ht
 	if err := s.svc.SetClientTier(ctx, client, tier); err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, ClientTierResponse{Client: client, Tier: tier})
+	s.writeJSON(w, http.StatusOK, api.ClientTierResponse{Client: client, Tier: tier})
 	return nil
 }
 
@@ -94,7 +94,7 @@ func (s *Server) removeClientTier(ctx context.Context, w http.ResponseWriter, r 
 	if err := s.svc.SetClientTier(ctx, client, ""); err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, ClientTierResponse{Client: client})
+	s.writeJSON(w, http.StatusOK, api.ClientTierResponse{Client: client})
 	return nil
 }
 
@@ -137,14 +137,15 @@ func (s *Server) deleteTier(ctx context.Context, w http.ResponseWriter, r *http.
 }
 
 func (s *Server) writeConfigChange(w http.ResponseWriter, cc cluster.ConfigChange) {
-	if cc.Applied == nil {
-		cc.Applied = []string{}
+	out := api.ConfigChange{Version: cc.Version, Applied: cc.Applied, Lagging: cc.Lagging}
+	if out.Applied == nil {
+		out.Applied = []string{}
 	}
 	status := http.StatusOK
-	if len(cc.Lagging) > 0 {
+	if len(out.Lagging) > 0 {
 		status = http.StatusAccepted
 	}
-	s.writeJSON(w, status, cc)
+	s.writeJSON(w, status, out)
 }
 
 // getTiers answers GET /v1/tiers.
@@ -153,28 +154,44 @@ func (s *Server) getTiers(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return err
 	}
-	out := TiersResponse{Version: cfg.Version, Default: PolicyToJSON(cfg.Default), Tiers: make(map[string]PolicyJSON, len(cfg.Tiers))}
+	out := api.TiersResponse{Version: cfg.Version, Default: api.PolicyToJSON(cfg.Default), Tiers: make(map[string]api.Policy, len(cfg.Tiers))}
 	for name, p := range cfg.Tiers {
-		out.Tiers[name] = PolicyToJSON(p)
+		out.Tiers[name] = api.PolicyToJSON(p)
 	}
 	s.writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// getCluster answers GET /v1/cluster with the node's cluster.Status.
+// getCluster answers GET /v1/cluster with the node's view.
 func (s *Server) getCluster(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	st, err := s.svc.Status(ctx)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, clusterStatus(st))
 	return nil
+}
+
+// clusterStatus converts the node's view to its wire form.
+func clusterStatus(st cluster.Status) api.ClusterStatus {
+	out := api.ClusterStatus{NodeID: st.NodeID, ClusterVersion: st.ClusterVersion,
+		Nodes: make([]api.NodeStatus, 0, len(st.Nodes)), Groups: make([]api.GroupStatus, 0, len(st.Groups))}
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, api.NodeStatus{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, State: n.State,
+			Version: n.Version, MaxClusterVersion: n.MaxClusterVersion})
+	}
+	for _, g := range st.Groups {
+		out.Groups = append(out.Groups, api.GroupStatus{ID: g.ID, State: g.State, Leader: g.Leader, Term: g.Term,
+			AppliedIndex: g.AppliedIndex, CommitIndex: g.CommitIndex, LastContact: g.LastContact, Voters: g.Voters,
+			ConfigVersion: g.ConfigVersion})
+	}
+	return out
 }
 
 // healthz answers GET /healthz: 200 {"status":"ok"} whenever the process
 // serves HTTP. It does not consult the cluster.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	s.writeJSON(w, http.StatusOK, StatusResponse{Status: "ok"})
+	s.writeJSON(w, http.StatusOK, api.StatusResponse{Status: "ok"})
 	return nil
 }
 
@@ -186,34 +203,17 @@ func (s *Server) readyz(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		if errors.Is(err, cluster.ErrShuttingDown) {
 			return err
 		}
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: err.Error(), retryAfter: 1}
+		return newError(api.CodeNotReady, err.Error())
 	}
-	s.writeJSON(w, http.StatusOK, StatusResponse{Status: "ready"})
+	s.writeJSON(w, http.StatusOK, api.StatusResponse{Status: "ready"})
 	return nil
 }
-
-// RoutesResponse is the body of GET /v1/routes.
-type RoutesResponse struct {
-	// Groups is the number of data groups.
-	Groups int `json:"groups"`
-	// Hash names how a client id maps to its group: "fnv1a64-mod" is the
-	// 64-bit FNV-1a hash of the id's bytes, modulo Groups.
-	Hash string `json:"hash"`
-	// Version rises whenever a group's leadership changes.
-	Version uint64 `json:"version"`
-	// Leaders maps a group ("0", "1", ...) to its leader's base URL; a
-	// group without a known leader is absent.
-	Leaders map[string]string `json:"leaders"`
-}
-
-// RoutesHash is RoutesResponse.Hash.
-const RoutesHash = grouphash.Name
 
 // getRoutes answers GET /v1/routes from the node's own view, without a
 // round trip: it is meant to be polled.
 func (s *Server) getRoutes(w http.ResponseWriter, r *http.Request) error {
 	rt := s.svc.Routes()
-	out := RoutesResponse{Groups: rt.Groups, Hash: RoutesHash, Version: rt.Version, Leaders: make(map[string]string, len(rt.Leaders))}
+	out := api.RoutesResponse{Groups: rt.Groups, Hash: api.RoutesHash, Version: rt.Version, Leaders: make(map[string]string, len(rt.Leaders))}
 	for g, addr := range rt.Leaders {
 		out.Leaders[strconv.Itoa(g)] = s.opts.Scheme + "://" + addr
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
@@ -31,7 +32,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 		case "429":
 			denyStatus = http.StatusTooManyRequests
 		default:
-			return badRequest(CodeInvalidQuery, "query parameter status must be 200 or 429, got %q", q)
+			return badRequest(api.CodeInvalidQuery, "query parameter status must be 200 or 429, got %q", q)
 		}
 	}
 	ctx, cancel, err := s.callContext(r)
@@ -55,7 +56,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	}
 	bp := s.bufs.get()
 	out := allowResponse(d)
-	*bp = append(out.appendJSON(*bp), '\n')
+	*bp = append(appendAllowJSON(*bp, &out), '\n')
 	s.writeEncoded(w, status, bp)
 	return nil
 }
@@ -80,7 +81,7 @@ func (s *Server) allowBatch(ctx context.Context, w http.ResponseWriter, r *http.
 			b = append(b, ',')
 		}
 		out := allowResponse(d)
-		b = out.appendJSON(b)
+		b = appendAllowJSON(b, &out)
 	}
 	*bp = append(b, "]}\n"...)
 	s.writeEncoded(w, http.StatusOK, bp)
@@ -107,8 +108,8 @@ func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Dec
 	return ds, nil
 }
 
-func allowResponse(d fsm.Decision) AllowResponse {
-	return AllowResponse{
+func allowResponse(d fsm.Decision) api.AllowResponse {
+	return api.AllowResponse{
 		Allowed:       d.Allowed,
 		Remaining:     d.RemainingTokens(),
 		Limit:         d.Limit,

@@ -12,13 +12,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
 
 // refusal is a body and the exact answer the decoder gives it.
 type refusal struct {
-	body, code, msg string
+	body string
+	code api.Code
+	msg  string
 }
 
 // allowRefusals are bodies of POST /v1/allow with the code and message the
@@ -300,11 +303,11 @@ var answerTiers = []string{"free", "default", "", `q"b\s`, "<&>", "é", "\x00\n\
 
 func TestAppendAllowResponse(t *testing.T) {
 	for i, tier := range answerTiers {
-		r := AllowResponse{Allowed: i%2 == 0, Remaining: int64(i * 1000), Limit: 5, RetryAfterMs: -1, ResetAfterMs: int64(i),
+		r := api.AllowResponse{Allowed: i%2 == 0, Remaining: int64(i * 1000), Limit: 5, RetryAfterMs: -1, ResetAfterMs: int64(i),
 			Tier: tier, StampUnixNano: t0 + int64(i), Duplicate: i%3 == 0, MaybeDuplicate: i%4 == 1}
-		assert.Equal(t, encodingJSON(t, r), string(append(r.appendJSON(nil), '\n')), "%+v", r)
-		e := ErrorDetail{Code: CodeInvalidClient, Message: "client " + tier}
-		assert.Equal(t, encodingJSON(t, ErrorBody{Error: e}), string(append(e.appendErrorBody(nil), '\n')), "%+v", e)
+		assert.Equal(t, encodingJSON(t, r), string(append(appendAllowJSON(nil, &r), '\n')), "%+v", r)
+		e := api.ErrorDetail{Code: api.CodeInvalidClient, Message: "client " + tier}
+		assert.Equal(t, encodingJSON(t, api.ErrorBody{Error: e}), string(append(appendErrorBody(nil, &e), '\n')), "%+v", e)
 	}
 }
 
@@ -313,9 +316,9 @@ func FuzzAppendAllowResponse(f *testing.F) {
 		f.Add(i%2 == 0, int64(i), int64(-i), tier, i%3 == 0)
 	}
 	f.Fuzz(func(t *testing.T, allowed bool, n, m int64, tier string, dup bool) {
-		r := AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup, MaybeDuplicate: n%2 == 1}
-		require.Equal(t, encodingJSON(t, r), string(append(r.appendJSON(nil), '\n')), "%+v", r)
-		e := ErrorDetail{Code: tier, Message: tier + tier}
-		require.Equal(t, encodingJSON(t, ErrorBody{Error: e}), string(append(e.appendErrorBody(nil), '\n')), "%+v", e)
+		r := api.AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup, MaybeDuplicate: n%2 == 1}
+		require.Equal(t, encodingJSON(t, r), string(append(appendAllowJSON(nil, &r), '\n')), "%+v", r)
+		e := api.ErrorDetail{Code: api.Code(tier), Message: tier + tier}
+		require.Equal(t, encodingJSON(t, api.ErrorBody{Error: e}), string(append(appendErrorBody(nil, &e), '\n')), "%+v", e)
 	})
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/api"
 )
 
 // roleTokens makes one token per role and an Authenticator knowing them.
@@ -75,7 +77,7 @@ func TestEveryRouteHasItsRoles(t *testing.T) {
 				continue
 			}
 			assert.Equal(t, http.StatusUnauthorized, a.status, "%s with %q: %s", pattern, bearer, a.body)
-			assert.Equal(t, CodeUnauthenticated, errorOf(t, a).Code, pattern)
+			assert.Equal(t, api.CodeUnauthenticated, errorOf(t, a).Code, pattern)
 			assert.Equal(t, `Bearer realm="quorate"`, a.header.Get("WWW-Authenticate"), pattern)
 		}
 		for _, role := range Roles {
@@ -86,7 +88,7 @@ func TestEveryRouteHasItsRoles(t *testing.T) {
 			}
 			assert.Equal(t, http.StatusForbidden, a.status, "%s as %s: %s", pattern, role, a.body)
 			e := errorOf(t, a)
-			assert.Equal(t, CodeForbidden, e.Code, pattern)
+			assert.Equal(t, api.CodeForbidden, e.Code, pattern)
 			assert.Contains(t, e.Message, fmt.Sprintf("role %s", role))
 		}
 	}
@@ -210,7 +212,7 @@ func TestLoopbackHostOnly(t *testing.T) {
 		a := ts.do(t, req)
 		assert.Equal(t, tt.status, a.status, "Host %s: %s", tt.host, a.body)
 		if tt.status == 403 {
-			assert.Equal(t, CodeHostNotAllowed, errorOf(t, a).Code)
+			assert.Equal(t, api.CodeHostNotAllowed, errorOf(t, a).Code)
 		}
 	}
 	req, err := http.NewRequest("GET", ts.URL+"/healthz", nil)
@@ -229,13 +231,13 @@ func TestClientWithToken(t *testing.T) {
 	var ae *APIError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusUnauthorized, ae.Status)
-	assert.Equal(t, CodeUnauthenticated, ae.Code)
+	assert.Equal(t, api.CodeUnauthenticated, ae.Code)
 
 	_, err = NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleRead])).Tiers(ctx)
 	require.NoError(t, err)
 	_, err = NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleRead])).Allow(ctx, "a", 1, "")
 	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, CodeForbidden, ae.Code)
+	assert.Equal(t, api.CodeForbidden, ae.Code)
 	r, err := NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleDecide])).Allow(ctx, "a", 1, "")
 	require.NoError(t, err)
 	assert.True(t, r.Allowed)

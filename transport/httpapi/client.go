@@ -12,21 +12,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
-	"github.com/quorate/quorate/cluster"
 )
 
 // APIError is an error answer from the server.
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int
-	// Code is the stable error code (a Code constant), or "" if the answer
-	// was not a quorate error body (a proxy's error page, say).
-	Code string
+	// Code is the stable error code, or "" if the answer was not a
+	// quorate error body (a proxy's error page, say).
+	Code api.Code
 	// Message is the human-readable message, or the start of a non-JSON body.
 	Message string
 	// RetryAfter is the server's Retry-After, 0 if it sent none.
 	RetryAfter time.Duration
+}
+
+// Kind is what the caller may do: the code's kind (api.KindOf), or Unknown
+// for an answer without a code, since a proxy's error page says nothing of
+// whether the request was decided.
+func (e *APIError) Kind() api.Kind {
+	if e.Code != "" {
+		return api.KindOf(e.Code)
+	}
+	return api.Unknown
 }
 
 func (e *APIError) Error() string {
@@ -38,7 +48,7 @@ func (e *APIError) Error() string {
 
 // Client is a typed client of the v1 API. It is safe for concurrent use.
 //
-// When ctx has a deadline, each call sends it as TimeoutHeader so the
+// When ctx has a deadline, each call sends it as api.HeaderTimeout so the
 // server gives up (503 timeout) no later than the caller does.
 type Client struct {
 	base string
@@ -66,33 +76,33 @@ func NewClient(baseURL string, hc *http.Client, opts ...ClientOption) *Client {
 
 // Allow asks for cost tokens (0 peeks) for client; a non-empty requestID
 // makes a retry idempotent. A denial is not an error: see
-// AllowResponse.Allowed.
-func (c *Client) Allow(ctx context.Context, client string, cost int64, requestID string) (AllowResponse, error) {
-	var out AllowResponse
-	err := c.do(ctx, http.MethodPost, "/v1/allow", AllowRequest{Client: client, Cost: &cost, RequestID: requestID}, &out)
+// api.AllowResponse.Allowed.
+func (c *Client) Allow(ctx context.Context, client string, cost int64, requestID string) (api.AllowResponse, error) {
+	var out api.AllowResponse
+	err := c.do(ctx, http.MethodPost, "/v1/allow", api.AllowRequest{Client: client, Cost: &cost, RequestID: requestID}, &out)
 	return out, err
 }
 
 // AllowBatch decides reqs in one call and returns one result per request,
 // in order. A request with a nil Cost costs 1.
-func (c *Client) AllowBatch(ctx context.Context, reqs []AllowRequest) ([]AllowResponse, error) {
-	var out BatchResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/allow/batch", BatchRequest{Requests: reqs}, &out); err != nil {
+func (c *Client) AllowBatch(ctx context.Context, reqs []api.AllowRequest) ([]api.AllowResponse, error) {
+	var out api.BatchResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/allow/batch", api.BatchRequest{Requests: reqs}, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
 }
 
 // GetClient returns client's tier, policy and balance without consuming.
-func (c *Client) GetClient(ctx context.Context, client string) (ClientResponse, error) {
-	var out ClientResponse
+func (c *Client) GetClient(ctx context.Context, client string) (api.ClientResponse, error) {
+	var out api.ClientResponse
 	err := c.do(ctx, http.MethodGet, "/v1/clients/"+pathSegment(client), nil, &out)
 	return out, err
 }
 
 // SetClientTier assigns client to tier.
 func (c *Client) SetClientTier(ctx context.Context, client, tier string) error {
-	return c.do(ctx, http.MethodPut, "/v1/clients/"+pathSegment(client)+"/tier", SetTierRequest{Tier: tier}, nil)
+	return c.do(ctx, http.MethodPut, "/v1/clients/"+pathSegment(client)+"/tier", api.SetTierRequest{Tier: tier}, nil)
 }
 
 // RemoveClientTier removes client's tier assignment; the client falls back
@@ -103,37 +113,37 @@ func (c *Client) RemoveClientTier(ctx context.Context, client string) error {
 
 // PutTier creates or changes tier. The change is applied everywhere unless
 // the result lists lagging groups (the server answered 202).
-func (c *Client) PutTier(ctx context.Context, tier string, p bucket.Policy) (cluster.ConfigChange, error) {
-	var out cluster.ConfigChange
-	err := c.do(ctx, http.MethodPut, "/v1/tiers/"+pathSegment(tier), PolicyToJSON(p), &out)
+func (c *Client) PutTier(ctx context.Context, tier string, p bucket.Policy) (api.ConfigChange, error) {
+	var out api.ConfigChange
+	err := c.do(ctx, http.MethodPut, "/v1/tiers/"+pathSegment(tier), api.PolicyToJSON(p), &out)
 	return out, err
 }
 
 // DeleteTier removes tier; a missing tier is an *APIError with Code
-// CodeTierNotFound.
-func (c *Client) DeleteTier(ctx context.Context, tier string) (cluster.ConfigChange, error) {
-	var out cluster.ConfigChange
+// api.CodeTierNotFound.
+func (c *Client) DeleteTier(ctx context.Context, tier string) (api.ConfigChange, error) {
+	var out api.ConfigChange
 	err := c.do(ctx, http.MethodDelete, "/v1/tiers/"+pathSegment(tier), nil, &out)
 	return out, err
 }
 
 // Tiers returns the default policy, the tiers and the configuration version.
-func (c *Client) Tiers(ctx context.Context) (TiersResponse, error) {
-	var out TiersResponse
+func (c *Client) Tiers(ctx context.Context) (api.TiersResponse, error) {
+	var out api.TiersResponse
 	err := c.do(ctx, http.MethodGet, "/v1/tiers", nil, &out)
 	return out, err
 }
 
 // PutDefault sets the global default policy.
-func (c *Client) PutDefault(ctx context.Context, p bucket.Policy) (cluster.ConfigChange, error) {
-	var out cluster.ConfigChange
-	err := c.do(ctx, http.MethodPut, "/v1/default", PolicyToJSON(p), &out)
+func (c *Client) PutDefault(ctx context.Context, p bucket.Policy) (api.ConfigChange, error) {
+	var out api.ConfigChange
+	err := c.do(ctx, http.MethodPut, "/v1/default", api.PolicyToJSON(p), &out)
 	return out, err
 }
 
 // Cluster returns the node's view of the cluster.
-func (c *Client) Cluster(ctx context.Context) (cluster.Status, error) {
-	var out cluster.Status
+func (c *Client) Cluster(ctx context.Context) (api.ClusterStatus, error) {
+	var out api.ClusterStatus
 	err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &out)
 	return out, err
 }
@@ -173,7 +183,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if ms := time.Until(dl).Milliseconds(); ms > 0 {
-			req.Header.Set(TimeoutHeader, strconv.FormatInt(ms, 10))
+			req.Header.Set(api.HeaderTimeout, strconv.FormatInt(ms, 10))
 		}
 	}
 	resp, err := c.hc.Do(req)
@@ -202,7 +212,7 @@ func apiErrorFrom(resp *http.Response, data []byte) *APIError {
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
-	var eb ErrorBody
+	var eb api.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
 		e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		return e

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -31,28 +32,28 @@ func TestClientRoundTrips(t *testing.T) {
 
 	cc, err := c.PutTier(ctx, "free", bucket.Policy{Capacity: 5, Rate: bucket.Scale / 4})
 	require.NoError(t, err)
-	assert.Equal(t, cluster.ConfigChange{Version: 1, Applied: []string{"0"}}, cc)
+	assert.Equal(t, api.ConfigChange{Version: 1, Applied: []string{"0"}}, cc)
 	cc, err = c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: 2 * bucket.Scale})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), cc.Version)
 
 	tiers, err := c.Tiers(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, TiersResponse{
+	assert.Equal(t, api.TiersResponse{
 		Version: 2,
-		Default: PolicyJSON{Capacity: 3, RefillPerSecond: "2"},
-		Tiers:   map[string]PolicyJSON{"free": {Capacity: 5, RefillPerSecond: "0.25"}},
+		Default: api.Policy{Capacity: 3, RefillPerSecond: "2"},
+		Tiers:   map[string]api.Policy{"free": {Capacity: 5, RefillPerSecond: "0.25"}},
 	}, tiers)
-	p, err := tiers.Tiers["free"].Policy()
+	p, err := tiers.Tiers["free"].Bucket()
 	require.NoError(t, err)
-	assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale / 4}, p, "PolicyJSON round trip")
+	assert.Equal(t, bucket.Policy{Capacity: 5, Rate: bucket.Scale / 4}, p, "api.Policy round trip")
 
 	// Client ids that need escaping in a path.
 	for _, id := range []string{"alice", "a/b", "ü x?#%", ".", "..", "a/../b"} {
 		require.NoError(t, c.SetClientTier(ctx, id, "free"), id)
 		got, err := c.Allow(ctx, id, 2, "")
 		require.NoError(t, err, id)
-		assert.Equal(t, AllowResponse{Allowed: true, Remaining: 3, Limit: 5, ResetAfterMs: 8000, Tier: "free", StampUnixNano: clk.now()}, got, id)
+		assert.Equal(t, api.AllowResponse{Allowed: true, Remaining: 3, Limit: 5, ResetAfterMs: 8000, Tier: "free", StampUnixNano: clk.now()}, got, id)
 		view, err := c.GetClient(ctx, id)
 		require.NoError(t, err, id)
 		assert.Equal(t, id, view.Client)
@@ -75,7 +76,7 @@ func TestClientRoundTrips(t *testing.T) {
 	assert.True(t, got2.Duplicate)
 	assert.Equal(t, got.Remaining, got2.Remaining)
 
-	results, err := c.AllowBatch(ctx, []AllowRequest{{Client: "q"}, {Client: "q", Cost: new(int64(3))}, {Client: "q", Cost: new(int64(0))}})
+	results, err := c.AllowBatch(ctx, []api.AllowRequest{{Client: "q"}, {Client: "q", Cost: new(int64(3))}, {Client: "q", Cost: new(int64(0))}})
 	require.NoError(t, err)
 	require.Len(t, results, 3)
 	assert.Equal(t, []int64{2, 2, 2}, []int64{results[0].Remaining, results[1].Remaining, results[2].Remaining})
@@ -100,15 +101,15 @@ func TestClientErrors(t *testing.T) {
 		name   string
 		call   func() error
 		status int
-		code   string
+		code   api.Code
 	}{
-		{"missing tier", func() error { _, err := c.DeleteTier(ctx, "gone"); return err }, 404, CodeTierNotFound},
-		{"invalid default", func() error { _, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}); return err }, 400, CodeInvalidPolicy},
-		{"invalid tier name", func() error { _, err := c.PutTier(ctx, "Gold", bucket.Policy{Capacity: 1}); return err }, 400, CodeInvalidTierName},
-		{"empty client", func() error { _, err := c.Allow(ctx, "", 1, ""); return err }, 400, CodeInvalidClient},
-		{"negative cost", func() error { _, err := c.Allow(ctx, "a", -1, ""); return err }, 400, CodeInvalidCost},
-		{"empty batch", func() error { _, err := c.AllowBatch(ctx, nil); return err }, 400, CodeEmptyBatch},
-		{"empty tier", func() error { return c.SetClientTier(ctx, "a", "") }, 400, CodeInvalidTierName},
+		{"missing tier", func() error { _, err := c.DeleteTier(ctx, "gone"); return err }, 404, api.CodeTierNotFound},
+		{"invalid default", func() error { _, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}); return err }, 400, api.CodeInvalidPolicy},
+		{"invalid tier name", func() error { _, err := c.PutTier(ctx, "Gold", bucket.Policy{Capacity: 1}); return err }, 400, api.CodeInvalidTierName},
+		{"empty client", func() error { _, err := c.Allow(ctx, "", 1, ""); return err }, 400, api.CodeInvalidClient},
+		{"negative cost", func() error { _, err := c.Allow(ctx, "a", -1, ""); return err }, 400, api.CodeInvalidCost},
+		{"empty batch", func() error { _, err := c.AllowBatch(ctx, nil); return err }, 400, api.CodeEmptyBatch},
+		{"empty tier", func() error { return c.SetClientTier(ctx, "a", "") }, 400, api.CodeInvalidTierName},
 	}
 	for _, tt := range tests {
 		err := tt.call()
@@ -125,7 +126,7 @@ func TestClientErrors(t *testing.T) {
 	var ae *APIError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusServiceUnavailable, ae.Status)
-	assert.Equal(t, CodeNotReady, ae.Code)
+	assert.Equal(t, api.CodeNotReady, ae.Code)
 	assert.Equal(t, time.Second, ae.RetryAfter)
 }
 
@@ -142,7 +143,7 @@ func TestClientSendsDeadline(t *testing.T) {
 	_, err := c.Allow(ctx, "a", 1, "")
 	var ae *APIError
 	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, CodeUnavailable, ae.Code)
+	assert.Equal(t, api.CodeUnavailable, ae.Code)
 	assert.Equal(t, time.Second, ae.RetryAfter)
 	d := <-got
 	assert.True(t, d > 0 && d <= 300*time.Millisecond, "server deadline %v, want within the caller's 300ms", d)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/api"
 )
 
 // leavingService is an FSM-backed fake that can also leave, so that POST
@@ -43,7 +45,7 @@ func TestCrossSiteFormPostCannotLeave(t *testing.T) {
 		"Origin", "https://evil.example",
 		"Sec-Fetch-Site", "cross-site")
 	assert.Equal(t, http.StatusForbidden, a.status, "%s", a.body)
-	assert.Equal(t, CodeCrossOrigin, errorOf(t, a).Code)
+	assert.Equal(t, api.CodeCrossOrigin, errorOf(t, a).Code)
 	assert.Zero(t, svc.leaves.Load(), "a cross-site form post must not make the node leave")
 }
 
@@ -68,15 +70,15 @@ func TestMutatingRoutesRefuseBrowserForms(t *testing.T) {
 		name   string
 		hdr    []string
 		status int
-		code   string
+		code   api.Code
 	}{
-		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}, 403, CodeCrossOrigin},
-		{"same-site fetch", []string{"Sec-Fetch-Site", "same-site"}, 403, CodeCrossOrigin},
-		{"foreign Origin, old browser", []string{"Origin", "https://evil.example"}, 403, CodeCrossOrigin},
-		{"null Origin", []string{"Origin", "null"}, 403, CodeCrossOrigin},
-		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, CodeUnsupportedMediaType},
-		{"multipart form", []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, CodeUnsupportedMediaType},
-		{"text/plain", []string{"Content-Type", "text/plain"}, 415, CodeUnsupportedMediaType},
+		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}, 403, api.CodeCrossOrigin},
+		{"same-site fetch", []string{"Sec-Fetch-Site", "same-site"}, 403, api.CodeCrossOrigin},
+		{"foreign Origin, old browser", []string{"Origin", "https://evil.example"}, 403, api.CodeCrossOrigin},
+		{"null Origin", []string{"Origin", "null"}, 403, api.CodeCrossOrigin},
+		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, api.CodeUnsupportedMediaType},
+		{"multipart form", []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, api.CodeUnsupportedMediaType},
+		{"text/plain", []string{"Content-Type", "text/plain"}, 415, api.CodeUnsupportedMediaType},
 	}
 	for _, rt := range mutating {
 		for _, rf := range refusals {
@@ -118,7 +120,7 @@ func TestMutatingRoutesRefuseBrowserForms(t *testing.T) {
 func TestGuardComesFirst(t *testing.T) {
 	svc := newLeavingService(t)
 	ts := newTestServer(t, svc, Options{})
-	bad := []string{TimeoutHeader, "soon", "Content-Type", "text/plain"}
+	bad := []string{api.HeaderTimeout, "soon", "Content-Type", "text/plain"}
 	for _, tt := range []struct{ method, path, body string }{
 		{"PUT", "/v1/clients/a%00b/tier", `{"tier":5}`},
 		{"DELETE", "/v1/tiers/Free", ""},
@@ -128,7 +130,7 @@ func TestGuardComesFirst(t *testing.T) {
 		a := ts.send(t, tt.method, tt.path, tt.body, bad...)
 		assert.Equal(t, http.StatusUnsupportedMediaType, a.status, "%s %s: %s", tt.method, tt.path, a.body)
 		a = ts.send(t, tt.method, tt.path, tt.body, append(bad, "Sec-Fetch-Site", "cross-site")...)
-		assert.Equal(t, CodeCrossOrigin, errorOf(t, a).Code, "%s %s", tt.method, tt.path)
+		assert.Equal(t, api.CodeCrossOrigin, errorOf(t, a).Code, "%s %s", tt.method, tt.path)
 	}
 	assert.Zero(t, svc.calls.Load())
 }

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
@@ -18,7 +19,7 @@ import (
 // checkIdentifier applies the rules shared by client ids and request ids:
 // at most max bytes of valid UTF-8 with no control characters. Emptiness is
 // the caller's business.
-func checkIdentifier(s, field, code string, max int) error {
+func checkIdentifier(s, field string, code api.Code, max int) error {
 	if identifierOK(s, max) {
 		return nil
 	}
@@ -65,16 +66,16 @@ func identifierOK(s string, max int) bool {
 // checkClient validates a client id from a body or a path.
 func checkClient(s, field string) error {
 	if s == "" {
-		return badRequest(CodeInvalidClient, "%s must not be empty", field)
+		return badRequest(api.CodeInvalidClient, "%s must not be empty", field)
 	}
-	return checkIdentifier(s, field, CodeInvalidClient, fsm.MaxClientLen)
+	return checkIdentifier(s, field, api.CodeInvalidClient, fsm.MaxClientLen)
 }
 
 // costValue parses a cost literal exactly: a whole number in 0..bucket.MaxCost.
 // "2", "2.0" and "2e0" are the same cost.
 func costValue(raw json.RawMessage, field string) (int64, error) {
 	if !isNumber(raw) {
-		return 0, badRequest(CodeInvalidCost, "%s must be a number, got %s", field, kind(raw))
+		return 0, badRequest(api.CodeInvalidCost, "%s must be a number, got %s", field, kind(raw))
 	}
 	lit := string(raw)
 	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
@@ -82,26 +83,26 @@ func costValue(raw json.RawMessage, field string) (int64, error) {
 	}
 	r, ok := new(big.Rat).SetString(lit)
 	if !ok { // a JSON number whose exponent is too large for big.Rat
-		return 0, badRequest(CodeInvalidCost, "%s must be a whole number from 0 to %d, got %s", field, int64(bucket.MaxCost), lit)
+		return 0, badRequest(api.CodeInvalidCost, "%s must be a whole number from 0 to %d, got %s", field, int64(bucket.MaxCost), lit)
 	}
 	if !r.IsInt() {
-		return 0, badRequest(CodeInvalidCost, "%s must be a whole number of tokens, got %s", field, lit)
+		return 0, badRequest(api.CodeInvalidCost, "%s must be a whole number of tokens, got %s", field, lit)
 	}
 	if !r.Num().IsInt64() {
 		if r.Sign() < 0 {
-			return 0, badRequest(CodeInvalidCost, "%s must not be negative, got %s", field, lit)
+			return 0, badRequest(api.CodeInvalidCost, "%s must not be negative, got %s", field, lit)
 		}
-		return 0, badRequest(CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
+		return 0, badRequest(api.CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
 	}
 	return checkCost(r.Num().Int64(), lit, field)
 }
 
 func checkCost(n int64, lit, field string) (int64, error) {
 	if n < 0 {
-		return 0, badRequest(CodeInvalidCost, "%s must not be negative, got %s", field, lit)
+		return 0, badRequest(api.CodeInvalidCost, "%s must not be negative, got %s", field, lit)
 	}
 	if n > bucket.MaxCost {
-		return 0, badRequest(CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
+		return 0, badRequest(api.CodeInvalidCost, "%s must be at most %d, got %s", field, int64(bucket.MaxCost), lit)
 	}
 	return n, nil
 }
@@ -122,7 +123,7 @@ func decodeAllowRequest(dec *json.Decoder, path string) (fsm.AllowRequest, error
 			if isNull(raw) {
 				return nil
 			}
-			s, err := stringValue(raw, field, CodeInvalidClient)
+			s, err := stringValue(raw, field, api.CodeInvalidClient)
 			if err != nil {
 				return err
 			}
@@ -143,11 +144,11 @@ func decodeAllowRequest(dec *json.Decoder, path string) (fsm.AllowRequest, error
 			if isNull(raw) {
 				return nil
 			}
-			s, err := stringValue(raw, field, CodeInvalidRequestID)
+			s, err := stringValue(raw, field, api.CodeInvalidRequestID)
 			if err != nil {
 				return err
 			}
-			if err := checkIdentifier(s, field, CodeInvalidRequestID, fsm.MaxRequestIDLen); err != nil {
+			if err := checkIdentifier(s, field, api.CodeInvalidRequestID, fsm.MaxRequestIDLen); err != nil {
 				return err
 			}
 			req.RequestID = s
@@ -160,7 +161,7 @@ func decodeAllowRequest(dec *json.Decoder, path string) (fsm.AllowRequest, error
 		return fsm.AllowRequest{}, err
 	}
 	if !hasClient {
-		return fsm.AllowRequest{}, badRequest(CodeInvalidClient, "%s is required", joinPath(path, "client"))
+		return fsm.AllowRequest{}, badRequest(api.CodeInvalidClient, "%s is required", joinPath(path, "client"))
 	}
 	return req, nil
 }
@@ -212,11 +213,11 @@ func decodeBatchStream(body []byte, max int) ([]fsm.AllowRequest, error) {
 			return nil
 		}
 		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return badRequest(CodeInvalidJSON, "requests must be an array, got %s", describeToken(tok))
+			return badRequest(api.CodeInvalidJSON, "requests must be an array, got %s", describeToken(tok))
 		}
 		for dec.More() {
 			if len(reqs) == max {
-				return badRequest(CodeBatchTooLarge, "requests holds more than %d requests; split the batch", max)
+				return badRequest(api.CodeBatchTooLarge, "requests holds more than %d requests; split the batch", max)
 			}
 			req, err := decodeAllowRequest(dec, fmt.Sprintf("requests[%d]", len(reqs)))
 			if err != nil {
@@ -233,7 +234,7 @@ func decodeBatchStream(body []byte, max int) ([]fsm.AllowRequest, error) {
 		return nil, err
 	}
 	if len(reqs) == 0 {
-		return nil, badRequest(CodeEmptyBatch, "requests must hold at least one request")
+		return nil, badRequest(api.CodeEmptyBatch, "requests must hold at least one request")
 	}
 	return reqs, nil
 }
@@ -261,7 +262,7 @@ func decodePolicy(body []byte) (bucket.Policy, error) {
 			return nil
 		}
 		if !isNumber(raw) {
-			return badRequest(CodeInvalidPolicy, "%s must be a number, got %s", name, kind(raw))
+			return badRequest(api.CodeInvalidPolicy, "%s must be a number, got %s", name, kind(raw))
 		}
 		*dst = string(raw)
 		return nil
@@ -270,14 +271,14 @@ func decodePolicy(body []byte) (bucket.Policy, error) {
 		return bucket.Policy{}, err
 	}
 	if capLit == "" {
-		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "capacity is required")
+		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "capacity is required")
 	}
 	if rateLit == "" {
-		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "refill_per_second is required (0 for a bucket that never refills)")
+		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "refill_per_second is required (0 for a bucket that never refills)")
 	}
 	p, err := bucket.ParsePolicy(capLit, rateLit)
 	if err != nil {
-		return bucket.Policy{}, badRequest(CodeInvalidPolicy, "%v", err)
+		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "%v", err)
 	}
 	return p, nil
 }
@@ -296,7 +297,7 @@ func decodeSetTier(body []byte) (string, error) {
 		if isNull(raw) {
 			return nil
 		}
-		tier, err = stringValue(raw, name, CodeInvalidTierName)
+		tier, err = stringValue(raw, name, api.CodeInvalidTierName)
 		has = err == nil
 		return err
 	})
@@ -304,10 +305,10 @@ func decodeSetTier(body []byte) (string, error) {
 		return "", err
 	}
 	if !has || tier == "" {
-		return "", badRequest(CodeInvalidTierName, "tier is required; DELETE the assignment to remove it")
+		return "", badRequest(api.CodeInvalidTierName, "tier is required; DELETE the assignment to remove it")
 	}
 	if err := bucket.ValidateTierName(tier); err != nil {
-		return "", badRequest(CodeInvalidTierName, "tier: %v", err)
+		return "", badRequest(api.CodeInvalidTierName, "tier: %v", err)
 	}
 	return tier, nil
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/quorate/quorate/api"
 )
 
 // bufferPool recycles the byte buffers request bodies are read into and
@@ -65,9 +67,10 @@ func (s *Server) writeEncoded(w http.ResponseWriter, status int, bp *[]byte) {
 	s.bufs.put(bp)
 }
 
-// appendJSON appends r as encoding/json encodes an AllowResponse, fields in
-// declaration order and Duplicate and MaybeDuplicate omitted when false.
-func (r *AllowResponse) appendJSON(b []byte) []byte {
+// appendAllowJSON appends r as encoding/json encodes an api.AllowResponse,
+// fields in declaration order and Duplicate and MaybeDuplicate omitted when
+// false.
+func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, r.Allowed)
 	b = append(b, `,"remaining":`...)
@@ -91,10 +94,10 @@ func (r *AllowResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendErrorBody appends ErrorBody{Error: *e} as encoding/json encodes it.
-func (e *ErrorDetail) appendErrorBody(b []byte) []byte {
+// appendErrorBody appends api.ErrorBody{Error: *e} as encoding/json encodes it.
+func appendErrorBody(b []byte, e *api.ErrorDetail) []byte {
 	b = append(b, `{"error":{"code":`...)
-	b = appendJSONString(b, e.Code)
+	b = appendJSONString(b, string(e.Code))
 	b = append(b, `,"message":`...)
 	b = appendJSONString(b, e.Message)
 	return append(b, `}}`...)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -67,7 +68,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 	answer = ds
 	rec := serve("/v1/allow/batch", `{"requests":[{"client":"a"},{"client":"b"},{"client":"c"},{"client":"d"}]}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
-	want := BatchResponse{}
+	want := api.BatchResponse{}
 	for _, d := range ds {
 		want.Results = append(want.Results, allowResponse(d))
 	}
@@ -79,7 +80,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 	rec = serve("/v1/allow", `{"client":"a"}`)
 	require.Equal(t, 503, rec.Code)
 	e := s.mapError(httptest.NewRequest("GET", "/", nil), cluster.ErrUnavailable)
-	assert.Equal(t, encodingJSON(t, ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.msg}}), rec.Body.String())
+	assert.Equal(t, encodingJSON(t, api.ErrorBody{Error: api.ErrorDetail{Code: e.code, Message: e.msg}}), rec.Body.String())
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
 }
@@ -111,7 +112,7 @@ func TestAnswersConcurrent(t *testing.T) {
 	for w := range workers {
 		tiers[w] = strings.Repeat(string(rune('a'+w)), 10*(w+1))
 		for c := range 9 {
-			wants[w][c] = encodingJSON(t, BatchResponse{Results: []AllowResponse{{Allowed: true, Limit: int64(c + 1), Tier: tiers[w]}}})
+			wants[w][c] = encodingJSON(t, api.BatchResponse{Results: []api.AllowResponse{{Allowed: true, Limit: int64(c + 1), Tier: tiers[w]}}})
 		}
 	}
 	done := make(chan struct{})

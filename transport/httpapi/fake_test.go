@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -209,9 +210,9 @@ func (ts *testServer) do(t *testing.T, req *http.Request) answer {
 }
 
 // errorOf decodes an error answer, failing the test if it is not one.
-func errorOf(t *testing.T, a answer) ErrorDetail {
+func errorOf(t *testing.T, a answer) api.ErrorDetail {
 	t.Helper()
-	var eb ErrorBody
+	var eb api.ErrorBody
 	decodeJSON(t, a.body, &eb)
 	require.NotEmpty(t, eb.Error.Code, "error body %s", a.body)
 	require.NotEmpty(t, eb.Error.Message, "error body %s", a.body)

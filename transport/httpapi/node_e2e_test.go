@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -102,27 +103,27 @@ func (ln *liveNode) mustOK(t *testing.T, method, path, body string) reply {
 
 // putPolicy sets a tier (or the default, for path "/v1/default") and
 // requires that every data group applied it.
-func (ln *liveNode) putPolicy(t *testing.T, path, body string) cluster.ConfigChange {
+func (ln *liveNode) putPolicy(t *testing.T, path, body string) api.ConfigChange {
 	t.Helper()
-	cc := decodeStrict[cluster.ConfigChange](t, ln.mustOK(t, "PUT", path, body).body)
+	cc := decodeStrict[api.ConfigChange](t, ln.mustOK(t, "PUT", path, body).body)
 	require.Empty(t, cc.Lagging)
 	require.ElementsMatch(t, []string{"0", "1", "2", "3"}, cc.Applied)
 	return cc
 }
 
-func (ln *liveNode) getClient(t *testing.T, client string) httpapi.ClientResponse {
+func (ln *liveNode) getClient(t *testing.T, client string) api.ClientResponse {
 	t.Helper()
-	return decodeStrict[httpapi.ClientResponse](t, ln.mustOK(t, "GET", "/v1/clients/"+client, "").body)
+	return decodeStrict[api.ClientResponse](t, ln.mustOK(t, "GET", "/v1/clients/"+client, "").body)
 }
 
-func (ln *liveNode) getTiers(t *testing.T) httpapi.TiersResponse {
+func (ln *liveNode) getTiers(t *testing.T) api.TiersResponse {
 	t.Helper()
-	return decodeStrict[httpapi.TiersResponse](t, ln.mustOK(t, "GET", "/v1/tiers", "").body)
+	return decodeStrict[api.TiersResponse](t, ln.mustOK(t, "GET", "/v1/tiers", "").body)
 }
 
-func (ln *liveNode) allow(t *testing.T, body string) httpapi.AllowResponse {
+func (ln *liveNode) allow(t *testing.T, body string) api.AllowResponse {
 	t.Helper()
-	return decodeStrict[httpapi.AllowResponse](t, ln.mustOK(t, "POST", "/v1/allow", body).body)
+	return decodeStrict[api.AllowResponse](t, ln.mustOK(t, "POST", "/v1/allow", body).body)
 }
 
 // decodeStrict decodes b as one T, refusing unknown fields so that the
@@ -214,7 +215,7 @@ func TestNodeWorkedExample(t *testing.T) {
 		r := ln.send(t, "POST", "/v1/allow"+st.query, fmt.Sprintf(`{"client":%q}`, st.client))
 		desc := fmt.Sprintf("step %d: POST /v1/allow%s {client %s} at t0+%v", i, st.query, st.client, at)
 		require.Equal(t, want, r.status, "%s: %s", desc, r.body)
-		got := decodeStrict[httpapi.AllowResponse](t, r.body)
+		got := decodeStrict[api.AllowResponse](t, r.body)
 		assert.Equal(t, st.allowed, got.Allowed, "%s: allowed = %v, want %v", desc, got.Allowed, st.allowed)
 		assert.Equal(t, st.remaining, got.Remaining, "%s: remaining", desc)
 		assert.Equal(t, st.limit, got.Limit, "%s: limit", desc)
@@ -227,7 +228,7 @@ func TestNodeWorkedExample(t *testing.T) {
 		assert.Equal(t, st.retryAfter, r.header.Get("Retry-After"), "%s: Retry-After", desc)
 	}
 	tiers := ln.getTiers(t)
-	assert.Equal(t, httpapi.PolicyJSON{Capacity: 10, RefillPerSecond: "1"}, tiers.Default)
+	assert.Equal(t, api.Policy{Capacity: 10, RefillPerSecond: "1"}, tiers.Default)
 }
 
 // badRow is a request the API must refuse without changing anything.
@@ -237,7 +238,7 @@ type badRow struct {
 	ctype        string // Content-Type; "" means application/json when there is a body
 	body         string
 	status       int
-	code         string
+	code         api.Code
 	field        string // must appear in the message
 }
 
@@ -276,13 +277,13 @@ func TestNodeBadInputChangesNothing(t *testing.T) {
 	require.Contains(t, start["/v1/clients/dora"], `"assigned_tier":"gold"`)
 
 	long := func(n int) string { return strings.Repeat("x", n) }
-	allow := func(name, body, code, field string) badRow {
+	allow := func(name, body string, code api.Code, field string) badRow {
 		return badRow{name: name, method: "POST", path: "/v1/allow", body: body, status: 400, code: code, field: field}
 	}
-	batch := func(name, body string, status int, code, field string) badRow {
+	batch := func(name, body string, status int, code api.Code, field string) badRow {
 		return badRow{name: "batch: " + name, method: "POST", path: "/v1/allow/batch", body: body, status: status, code: code, field: field}
 	}
-	tier := func(name, path, body, code, field string) badRow {
+	tier := func(name, path, body string, code api.Code, field string) badRow {
 		return badRow{name: name, method: "PUT", path: path, body: body, status: 400, code: code, field: field}
 	}
 	var many strings.Builder
@@ -297,65 +298,65 @@ func TestNodeBadInputChangesNothing(t *testing.T) {
 
 	rows := []badRow{
 		// JSON shape.
-		allow("malformed JSON", `{"client":"alice",`, httpapi.CodeInvalidJSON, "client"),
-		allow("malformed JSON key", `{client:"alice"}`, httpapi.CodeInvalidJSON, "malformed JSON"),
-		allow("trailing JSON after the object", `{"client":"alice"} []`, httpapi.CodeInvalidJSON, "after the JSON object"),
-		allow("two objects", `{"client":"alice"}{"client":"bob"}`, httpapi.CodeInvalidJSON, "after the JSON object"),
-		allow("unknown field", `{"client":"alice","tokens":1}`, httpapi.CodeUnknownField, "tokens"),
-		allow("duplicate field", `{"client":"alice","cost":1,"cost":2}`, httpapi.CodeDuplicateField, "cost"),
+		allow("malformed JSON", `{"client":"alice",`, api.CodeInvalidJSON, "client"),
+		allow("malformed JSON key", `{client:"alice"}`, api.CodeInvalidJSON, "malformed JSON"),
+		allow("trailing JSON after the object", `{"client":"alice"} []`, api.CodeInvalidJSON, "after the JSON object"),
+		allow("two objects", `{"client":"alice"}{"client":"bob"}`, api.CodeInvalidJSON, "after the JSON object"),
+		allow("unknown field", `{"client":"alice","tokens":1}`, api.CodeUnknownField, "tokens"),
+		allow("duplicate field", `{"client":"alice","cost":1,"cost":2}`, api.CodeDuplicateField, "cost"),
 		// Client ids.
-		allow("missing client", `{"cost":1}`, httpapi.CodeInvalidClient, "client"),
-		allow("empty client", `{"client":""}`, httpapi.CodeInvalidClient, "client"),
-		allow("client over 256 bytes", fmt.Sprintf(`{"client":%q}`, long(257)), httpapi.CodeInvalidClient, "client"),
-		allow("client with a control char", `{"client":"ali\u0007ce"}`, httpapi.CodeInvalidClient, "client"),
-		allow("invalid UTF-8 client", "{\"client\":\"ali\xffce\"}", httpapi.CodeInvalidClient, "client"),
+		allow("missing client", `{"cost":1}`, api.CodeInvalidClient, "client"),
+		allow("empty client", `{"client":""}`, api.CodeInvalidClient, "client"),
+		allow("client over 256 bytes", fmt.Sprintf(`{"client":%q}`, long(257)), api.CodeInvalidClient, "client"),
+		allow("client with a control char", `{"client":"ali\u0007ce"}`, api.CodeInvalidClient, "client"),
+		allow("invalid UTF-8 client", "{\"client\":\"ali\xffce\"}", api.CodeInvalidClient, "client"),
 		// Costs, on a client with a partial balance.
-		allow("cost -1", `{"client":"alice","cost":-1}`, httpapi.CodeInvalidCost, "cost"),
-		allow("cost 1.5", `{"client":"alice","cost":1.5}`, httpapi.CodeInvalidCost, "cost"),
-		allow(`cost "1"`, `{"client":"alice","cost":"1"}`, httpapi.CodeInvalidCost, "cost"),
-		allow("cost 1e10 above max", `{"client":"alice","cost":1e10}`, httpapi.CodeInvalidCost, "cost"),
-		allow("cost 1e400", `{"client":"alice","cost":1e400}`, httpapi.CodeInvalidCost, "cost"),
-		allow("cost 1e1000000000", `{"client":"alice","cost":1e1000000000}`, httpapi.CodeInvalidCost, "cost"),
+		allow("cost -1", `{"client":"alice","cost":-1}`, api.CodeInvalidCost, "cost"),
+		allow("cost 1.5", `{"client":"alice","cost":1.5}`, api.CodeInvalidCost, "cost"),
+		allow(`cost "1"`, `{"client":"alice","cost":"1"}`, api.CodeInvalidCost, "cost"),
+		allow("cost 1e10 above max", `{"client":"alice","cost":1e10}`, api.CodeInvalidCost, "cost"),
+		allow("cost 1e400", `{"client":"alice","cost":1e400}`, api.CodeInvalidCost, "cost"),
+		allow("cost 1e1000000000", `{"client":"alice","cost":1e1000000000}`, api.CodeInvalidCost, "cost"),
 		// Request ids.
-		allow("request_id over 128 bytes", fmt.Sprintf(`{"client":"bob","request_id":%q}`, long(129)), httpapi.CodeInvalidRequestID, "request_id"),
-		allow("request_id with a control char", `{"client":"bob","request_id":"r\n1"}`, httpapi.CodeInvalidRequestID, "request_id"),
+		allow("request_id over 128 bytes", fmt.Sprintf(`{"client":"bob","request_id":%q}`, long(129)), api.CodeInvalidRequestID, "request_id"),
+		allow("request_id with a control char", `{"client":"bob","request_id":"r\n1"}`, api.CodeInvalidRequestID, "request_id"),
 		// Transport.
 		{name: "body over 64 KiB", method: "POST", path: "/v1/allow", body: fmt.Sprintf(`{"client":"alice","request_id":%q}`, long(httpapi.DefaultMaxBodyBytes)),
-			status: 413, code: httpapi.CodeBodyTooLarge, field: "body"},
+			status: 413, code: api.CodeBodyTooLarge, field: "body"},
 		{name: "text/plain allow", method: "POST", path: "/v1/allow", ctype: "text/plain", body: `{"client":"alice"}`,
-			status: 415, code: httpapi.CodeUnsupportedMediaType, field: "Content-Type"},
+			status: 415, code: api.CodeUnsupportedMediaType, field: "Content-Type"},
 		{name: "text/plain tier", method: "PUT", path: "/v1/tiers/free", ctype: "text/plain", body: `{"capacity":7,"refill_per_second":1}`,
-			status: 415, code: httpapi.CodeUnsupportedMediaType, field: "Content-Type"},
+			status: 415, code: api.CodeUnsupportedMediaType, field: "Content-Type"},
 		// Batches: a bad batch decides nothing, not even its good elements.
-		batch("empty", `{"requests":[]}`, 400, httpapi.CodeEmptyBatch, "requests"),
-		batch("1001 requests", many.String(), 400, httpapi.CodeBatchTooLarge, "requests"),
+		batch("empty", `{"requests":[]}`, 400, api.CodeEmptyBatch, "requests"),
+		batch("1001 requests", many.String(), 400, api.CodeBatchTooLarge, "requests"),
 		batch("one bad element", `{"requests":[{"client":"alice"},{"client":"carol","cost":2},{"client":"bob","cost":-1},{"client":"dora"}]}`,
-			400, httpapi.CodeInvalidCost, "requests[2].cost"),
-		batch("one bad client", `{"requests":[{"client":"carol"},{"client":""}]}`, 400, httpapi.CodeInvalidClient, "requests[1].client"),
+			400, api.CodeInvalidCost, "requests[2].cost"),
+		batch("one bad client", `{"requests":[{"client":"carol"},{"client":""}]}`, 400, api.CodeInvalidClient, "requests[1].client"),
 		// Policies, on an existing tier, a new one and the default.
-		tier("capacity 0", "/v1/tiers/free", `{"capacity":0,"refill_per_second":1}`, httpapi.CodeInvalidPolicy, "capacity"),
-		tier("capacity -1", "/v1/tiers/free", `{"capacity":-1,"refill_per_second":1}`, httpapi.CodeInvalidPolicy, "capacity"),
-		tier("capacity 1.5", "/v1/tiers/free", `{"capacity":1.5,"refill_per_second":1}`, httpapi.CodeInvalidPolicy, "capacity"),
-		tier("capacity missing", "/v1/tiers/gold", `{"refill_per_second":1}`, httpapi.CodeInvalidPolicy, "capacity"),
-		tier("refill_per_second -1", "/v1/tiers/free", `{"capacity":5,"refill_per_second":-1}`, httpapi.CodeInvalidPolicy, "refill_per_second"),
-		tier(`refill_per_second "NaN"`, "/v1/tiers/free", `{"capacity":5,"refill_per_second":"NaN"}`, httpapi.CodeInvalidPolicy, "refill_per_second"),
-		tier("NaN literal", "/v1/tiers/free", `{"capacity":NaN,"refill_per_second":1}`, httpapi.CodeInvalidJSON, "capacity"),
-		tier("Infinity literal", "/v1/tiers/gold", `{"capacity":5,"refill_per_second":Infinity}`, httpapi.CodeInvalidJSON, "refill_per_second"),
-		tier("refill 1e-10", "/v1/tiers/free", `{"capacity":5,"refill_per_second":0.0000000001}`, httpapi.CodeInvalidPolicy, "refill_per_second"),
-		tier(`tier name "Bad Name"`, "/v1/tiers/Bad%20Name", `{"capacity":5,"refill_per_second":1}`, httpapi.CodeInvalidTierName, "tier"),
-		tier(`tier name "default"`, "/v1/tiers/default", `{"capacity":5,"refill_per_second":1}`, httpapi.CodeInvalidTierName, "tier"),
-		tier("default capacity 0", "/v1/default", `{"capacity":0,"refill_per_second":1}`, httpapi.CodeInvalidPolicy, "capacity"),
-		tier("default refill missing", "/v1/default", `{"capacity":5}`, httpapi.CodeInvalidPolicy, "refill_per_second"),
-		{name: "DELETE missing tier", method: "DELETE", path: "/v1/tiers/gold", status: 404, code: httpapi.CodeTierNotFound, field: `tier: "gold"`},
+		tier("capacity 0", "/v1/tiers/free", `{"capacity":0,"refill_per_second":1}`, api.CodeInvalidPolicy, "capacity"),
+		tier("capacity -1", "/v1/tiers/free", `{"capacity":-1,"refill_per_second":1}`, api.CodeInvalidPolicy, "capacity"),
+		tier("capacity 1.5", "/v1/tiers/free", `{"capacity":1.5,"refill_per_second":1}`, api.CodeInvalidPolicy, "capacity"),
+		tier("capacity missing", "/v1/tiers/gold", `{"refill_per_second":1}`, api.CodeInvalidPolicy, "capacity"),
+		tier("refill_per_second -1", "/v1/tiers/free", `{"capacity":5,"refill_per_second":-1}`, api.CodeInvalidPolicy, "refill_per_second"),
+		tier(`refill_per_second "NaN"`, "/v1/tiers/free", `{"capacity":5,"refill_per_second":"NaN"}`, api.CodeInvalidPolicy, "refill_per_second"),
+		tier("NaN literal", "/v1/tiers/free", `{"capacity":NaN,"refill_per_second":1}`, api.CodeInvalidJSON, "capacity"),
+		tier("Infinity literal", "/v1/tiers/gold", `{"capacity":5,"refill_per_second":Infinity}`, api.CodeInvalidJSON, "refill_per_second"),
+		tier("refill 1e-10", "/v1/tiers/free", `{"capacity":5,"refill_per_second":0.0000000001}`, api.CodeInvalidPolicy, "refill_per_second"),
+		tier(`tier name "Bad Name"`, "/v1/tiers/Bad%20Name", `{"capacity":5,"refill_per_second":1}`, api.CodeInvalidTierName, "tier"),
+		tier(`tier name "default"`, "/v1/tiers/default", `{"capacity":5,"refill_per_second":1}`, api.CodeInvalidTierName, "tier"),
+		tier("default capacity 0", "/v1/default", `{"capacity":0,"refill_per_second":1}`, api.CodeInvalidPolicy, "capacity"),
+		tier("default refill missing", "/v1/default", `{"capacity":5}`, api.CodeInvalidPolicy, "refill_per_second"),
+		{name: "DELETE missing tier", method: "DELETE", path: "/v1/tiers/gold", status: 404, code: api.CodeTierNotFound, field: `tier: "gold"`},
 		// Client tier assignments.
-		tier("assign invalid tier name", "/v1/clients/alice/tier", `{"tier":"Bad Name"}`, httpapi.CodeInvalidTierName, "tier"),
-		tier("assign tier default", "/v1/clients/bob/tier", `{"tier":"default"}`, httpapi.CodeInvalidTierName, "tier"),
-		tier("assign empty tier", "/v1/clients/dora/tier", `{"tier":""}`, httpapi.CodeInvalidTierName, "tier"),
+		tier("assign invalid tier name", "/v1/clients/alice/tier", `{"tier":"Bad Name"}`, api.CodeInvalidTierName, "tier"),
+		tier("assign tier default", "/v1/clients/bob/tier", `{"tier":"default"}`, api.CodeInvalidTierName, "tier"),
+		tier("assign empty tier", "/v1/clients/dora/tier", `{"tier":""}`, api.CodeInvalidTierName, "tier"),
 		// Routing.
-		{name: "unknown route", method: "GET", path: "/v1/nowhere", status: 404, code: httpapi.CodeNotFound, field: "/v1/nowhere"},
-		{name: "unknown route POST", method: "POST", path: "/v1/allows", body: `{"client":"alice"}`, status: 404, code: httpapi.CodeNotFound, field: "/v1/allows"},
-		{name: "wrong method", method: "GET", path: "/v1/allow", status: 405, code: httpapi.CodeMethodNotAllowed, field: "GET"},
-		{name: "wrong method on default", method: "DELETE", path: "/v1/default", status: 405, code: httpapi.CodeMethodNotAllowed, field: "DELETE"},
+		{name: "unknown route", method: "GET", path: "/v1/nowhere", status: 404, code: api.CodeNotFound, field: "/v1/nowhere"},
+		{name: "unknown route POST", method: "POST", path: "/v1/allows", body: `{"client":"alice"}`, status: 404, code: api.CodeNotFound, field: "/v1/allows"},
+		{name: "wrong method", method: "GET", path: "/v1/allow", status: 405, code: api.CodeMethodNotAllowed, field: "GET"},
+		{name: "wrong method on default", method: "DELETE", path: "/v1/default", status: 405, code: api.CodeMethodNotAllowed, field: "DELETE"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -369,7 +370,7 @@ func TestNodeBadInputChangesNothing(t *testing.T) {
 			}
 			r := ln.do(t, row.method, row.path, ctype, body)
 			require.Equal(t, row.status, r.status, "%s %s %.200s: %s", row.method, row.path, row.body, r.body)
-			e := decodeStrict[httpapi.ErrorBody](t, r.body).Error
+			e := decodeStrict[api.ErrorBody](t, r.body).Error
 			t.Logf("%d %s: %s", r.status, e.Code, e.Message)
 			assert.Equal(t, row.code, e.Code, "message: %s", e.Message)
 			assert.Contains(t, e.Message, row.field, "the message must name the field")
@@ -494,6 +495,6 @@ func TestNodeClusterHealthReady(t *testing.T) {
 
 	for path, want := range map[string]string{"/readyz": "ready", "/healthz": "ok"} {
 		r := ln.mustOK(t, "GET", path, "")
-		assert.Equal(t, want, decodeStrict[httpapi.StatusResponse](t, r.body).Status, path)
+		assert.Equal(t, want, decodeStrict[api.StatusResponse](t, r.body).Status, path)
 	}
 }

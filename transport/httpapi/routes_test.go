@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster"
 )
 
@@ -17,7 +18,7 @@ func TestRoutesAnswer(t *testing.T) {
 		ts := newTestServer(t, svc, Options{Scheme: scheme})
 		a := ts.send(t, "GET", "/v1/routes", "")
 		require.Equal(t, http.StatusOK, a.status, a.body)
-		var got RoutesResponse
+		var got api.RoutesResponse
 		require.NoError(t, json.Unmarshal([]byte(a.body), &got))
 		assert.Equal(t, 4, got.Groups)
 		assert.Equal(t, "fnv1a64-mod", got.Hash)

@@ -12,7 +12,7 @@
 //	GET    /v1/tiers                  default, tiers and the configuration version
 //	PUT    /v1/default                set the default policy
 //	GET    /v1/cluster                cluster.Status
-//	GET    /v1/routes                 RoutesResponse
+//	GET    /v1/routes                 api.RoutesResponse
 //	GET    /healthz                   liveness: 200 while the process serves HTTP
 //	GET    /readyz                    readiness: 200 when every group has a leader, else 503
 //	GET    /metrics                   Prometheus metrics
@@ -53,6 +53,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -64,11 +65,6 @@ const (
 	DefaultTimeout           = 5 * time.Second
 	DefaultMaxTimeout        = 60 * time.Second
 )
-
-// TimeoutHeader is the request header in which a caller may give its own
-// deadline, in whole milliseconds (a positive integer). Values above
-// Options.MaxTimeout are lowered to it.
-const TimeoutHeader = "X-Quorate-Timeout-Ms"
 
 // Options configure a Server. The zero value of every field means its default.
 type Options struct {
@@ -94,7 +90,7 @@ type Options struct {
 	// at most fsm.MaxBatch). More get 400 batch_too_large.
 	MaxBatch int
 	// DefaultTimeout is the deadline of a call into the Service when the
-	// caller sends no TimeoutHeader (default 5s).
+	// caller sends no api.HeaderTimeout (default 5s).
 	DefaultTimeout time.Duration
 	// MaxTimeout caps the deadline a caller may ask for (default 60s).
 	MaxTimeout time.Duration
@@ -204,7 +200,7 @@ func New(svc Service, opts Options) *Server {
 			if err := l.Leave(ctx); err != nil {
 				return err
 			}
-			s.writeJSON(w, http.StatusOK, StatusResponse{Status: "left"})
+			s.writeJSON(w, http.StatusOK, api.StatusResponse{Status: "left"})
 			return nil
 		}})
 	}
@@ -235,12 +231,11 @@ func New(svc Service, opts Options) *Server {
 		allow := strings.Join(methods, ", ")
 		s.mux.Handle(p, s.instrument("other "+p, s.guard(anyToken, func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", allow)
-			return &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
-				msg: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, p, allow)}
+			return newError(api.CodeMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, p, allow))
 		})))
 	}
 	s.mux.Handle("/", s.instrument("unmatched", s.guard(anyToken, func(w http.ResponseWriter, r *http.Request) error {
-		return &apiError{status: http.StatusNotFound, code: CodeNotFound, msg: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)}
+		return newError(api.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})))
 	return s
 }
@@ -275,7 +270,7 @@ func (s *Server) instrument(route string, h handlerFunc) http.Handler {
 				}
 				s.log.ErrorContext(r.Context(), "httpapi: panic", slog.String("route", route), slog.Any("panic", p))
 				if sw.status == 0 {
-					s.writeError(sw, &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error; see the node's log"})
+					s.writeError(sw, newError(api.CodeInternal, "internal error; see the node's log"))
 				}
 			}
 			requests.observe(sw.code())
@@ -339,20 +334,20 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	bp := s.bufs.get()
-	detail := ErrorDetail{Code: e.code, Message: e.msg}
-	*bp = append(detail.appendErrorBody(*bp), '\n')
+	detail := api.ErrorDetail{Code: e.code, Message: e.msg}
+	*bp = append(appendErrorBody(*bp, &detail), '\n')
 	s.writeEncoded(w, e.status, bp)
 }
 
 // callContext returns the context for a call into the Service: r's context
-// with the caller's TimeoutHeader deadline (capped at MaxTimeout), or
+// with the caller's api.HeaderTimeout deadline (capped at MaxTimeout), or
 // DefaultTimeout without one.
 func (s *Server) callContext(r *http.Request) (context.Context, context.CancelFunc, error) {
 	d := s.opts.DefaultTimeout
-	if v := headerValue(r.Header, TimeoutHeader); v != "" {
+	if v := headerValue(r.Header, api.HeaderTimeout); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 {
-			return nil, nil, badRequest(CodeInvalidTimeout, "header %s must be a positive whole number of milliseconds, got %q", TimeoutHeader, v)
+			return nil, nil, badRequest(api.CodeInvalidTimeout, "header %s must be a positive whole number of milliseconds, got %q", api.HeaderTimeout, v)
 		}
 		d = s.opts.MaxTimeout
 		if ms < d.Milliseconds() {

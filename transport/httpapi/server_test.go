@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -42,7 +43,7 @@ func runAllowSteps(t *testing.T, ts *testServer, clk *fakeClock, steps []allowSt
 		}
 		a := ts.send(t, "POST", "/v1/allow", fmt.Sprintf(`{"client":%q,"cost":%d}`, st.client, st.cost))
 		require.Equal(t, http.StatusOK, a.status, "step %d: %s", i, a.body)
-		var got AllowResponse
+		var got api.AllowResponse
 		decodeJSON(t, a.body, &got)
 		desc := fmt.Sprintf("step %d: allow(%s, cost %d) at t0+%v", i, st.client, st.cost, time.Duration(clk.now()-t0))
 		assert.Equal(t, st.allowed, got.Allowed, "%s: allowed = %v, want %v", desc, got.Allowed, st.allowed)
@@ -123,7 +124,7 @@ func TestAllowNeverAndRounding(t *testing.T) {
 
 	clk.advance(100 * time.Millisecond)
 	a := ts.send(t, "POST", "/v1/allow", `{"client":"ice"}`)
-	var got AllowResponse
+	var got api.AllowResponse
 	decodeJSON(t, a.body, &got)
 	assert.Equal(t, int64(-1), got.RetryAfterMs, "never refills")
 	assert.Equal(t, int64(-1), got.ResetAfterMs, "never refills")
@@ -160,7 +161,7 @@ func TestDenyStatus429(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, "an admission is 200 even with status=429")
 	a = ts.send(t, "POST", "/v1/allow?status=429", `{"client":"c"}`)
 	require.Equal(t, http.StatusTooManyRequests, a.status)
-	var got AllowResponse
+	var got api.AllowResponse
 	decodeJSON(t, a.body, &got)
 	assert.False(t, got.Allowed)
 	assert.Equal(t, "1", a.header.Get("Retry-After"))
@@ -172,7 +173,7 @@ func TestDenyStatus429(t *testing.T) {
 func TestDefaultsAndDuplicates(t *testing.T) {
 	svc, _ := newFSMService(t)
 	ts := newTestServer(t, svc, Options{})
-	var got AllowResponse
+	var got api.AllowResponse
 
 	a := ts.send(t, "POST", "/v1/allow", `{"client":"d"}`)
 	decodeJSON(t, a.body, &got)
@@ -226,7 +227,7 @@ func TestBatchKeepsOrder(t *testing.T) {
 		{"client":"u","cost":0}, {"client":"t","request_id":"x"}, {"client":"t","request_id":"x"}]}`)
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
 	assert.Empty(t, a.header.Get("RateLimit-Limit"), "a batch carries no RateLimit headers")
-	var got BatchResponse
+	var got api.BatchResponse
 	decodeJSON(t, a.body, &got)
 	type res struct {
 		allowed   bool
@@ -256,11 +257,11 @@ func TestGetClient(t *testing.T) {
 
 	a := ts.send(t, "GET", "/v1/clients/alice", "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
-	var got ClientResponse
+	var got api.ClientResponse
 	decodeJSON(t, a.body, &got)
-	assert.Equal(t, ClientResponse{
+	assert.Equal(t, api.ClientResponse{
 		Client: "alice", Tier: "free", AssignedTier: "free",
-		Policy:    PolicyJSON{Capacity: 5, RefillPerSecond: "1"},
+		Policy:    api.Policy{Capacity: 5, RefillPerSecond: "1"},
 		Remaining: 0, RemainingExact: "0.5", RetryAfterMs: 500, ResetAfterMs: 4500,
 		Known: true, StampUnixNano: t0 + int64(500*time.Millisecond),
 	}, got)
@@ -274,17 +275,17 @@ func TestGetClient(t *testing.T) {
 	require.Equal(t, http.StatusOK, ts.send(t, "PUT", "/v1/clients/a%2Fb/tier", `{"tier":"gold"}`).status)
 	a = ts.send(t, "GET", "/v1/clients/a%2Fb", "")
 	decodeJSON(t, a.body, &got)
-	assert.Equal(t, ClientResponse{
+	assert.Equal(t, api.ClientResponse{
 		Client: "a/b", Tier: "default", AssignedTier: "gold",
-		Policy:    PolicyJSON{Capacity: 10, RefillPerSecond: "1"},
+		Policy:    api.Policy{Capacity: 10, RefillPerSecond: "1"},
 		Remaining: 10, RemainingExact: "10", Known: false, StampUnixNano: t0 + int64(500*time.Millisecond),
 	}, got)
 
 	a = ts.send(t, "DELETE", "/v1/clients/alice/tier", "")
 	require.Equal(t, http.StatusOK, a.status)
-	var ct ClientTierResponse
+	var ct api.ClientTierResponse
 	decodeJSON(t, a.body, &ct)
-	assert.Equal(t, ClientTierResponse{Client: "alice"}, ct)
+	assert.Equal(t, api.ClientTierResponse{Client: "alice"}, ct)
 	a = ts.send(t, "GET", "/v1/clients/alice", "")
 	decodeJSON(t, a.body, &got)
 	assert.Equal(t, "", got.AssignedTier)
@@ -297,9 +298,9 @@ func TestTiersAndDefault(t *testing.T) {
 
 	a := ts.send(t, "PUT", "/v1/tiers/pro", `{"capacity":100,"refill_per_second":2.5}`)
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
-	var cc cluster.ConfigChange
+	var cc api.ConfigChange
 	decodeJSON(t, a.body, &cc)
-	assert.Equal(t, cluster.ConfigChange{Version: 1, Applied: []string{"0"}}, cc)
+	assert.Equal(t, api.ConfigChange{Version: 1, Applied: []string{"0"}}, cc)
 	assert.NotContains(t, string(a.body), "lagging")
 
 	require.Equal(t, http.StatusOK, ts.send(t, "PUT", "/v1/tiers/free", `{"capacity":5e0,"refill_per_second":0.000000001}`).status)
@@ -318,7 +319,7 @@ func TestTiersAndDefault(t *testing.T) {
 	calls := svc.calls.Load()
 	a = ts.send(t, "DELETE", "/v1/tiers/pro", "")
 	require.Equal(t, http.StatusNotFound, a.status, "%s", a.body)
-	assert.Equal(t, CodeTierNotFound, errorOf(t, a).Code)
+	assert.Equal(t, api.CodeTierNotFound, errorOf(t, a).Code)
 	assert.Equal(t, calls+1, svc.calls.Load(), "a missing tier is the service's answer")
 }
 
@@ -343,28 +344,28 @@ func TestServiceErrorMapping(t *testing.T) {
 		name       string
 		err        error
 		status     int
-		code       string
+		code       api.Code
 		retryAfter string
 	}{
-		{"unavailable", fmt.Errorf("group 3: %w", cluster.ErrUnavailable), 503, CodeUnavailable, "1"},
-		{"shutting down", fmt.Errorf("wrapped: %w", cluster.ErrShuttingDown), 503, CodeShuttingDown, "1"},
-		{"outcome unknown", fmt.Errorf("group 2: %w", cluster.ErrOutcomeUnknown), 503, CodeUnknown, "1"},
+		{"unavailable", fmt.Errorf("group 3: %w", cluster.ErrUnavailable), 503, api.CodeUnavailable, "1"},
+		{"shutting down", fmt.Errorf("wrapped: %w", cluster.ErrShuttingDown), 503, api.CodeShuttingDown, "1"},
+		{"outcome unknown", fmt.Errorf("group 2: %w", cluster.ErrOutcomeUnknown), 503, api.CodeOutcomeUnknown, "1"},
 		// The fault suite's membership mix found a forwarded request that
 		// was decided answered shutting_down: its answer was lost as the
 		// node stopped, and the error, unknown wrapping shutting down, was
 		// matched as the latter. Nothing else may hide an unknown outcome.
-		{"unknown, then shutting down", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrShuttingDown), 503, CodeUnknown, "1"},
-		{"unknown, then overloaded", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrOverloaded), 503, CodeUnknown, "1"},
-		{"unknown, then disk full", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrDiskFull), 503, CodeUnknown, "1"},
-		{"overloaded", fmt.Errorf("group 2: %w", cluster.ErrOverloaded), 503, CodeOverloaded, "1"},
-		{"too many clients", fmt.Errorf("x: %w", cluster.ErrTooManyClients), 503, CodeTooMany, "1"},
-		{"disk full", fmt.Errorf("x: %w", cluster.ErrDiskFull), 503, CodeDiskFull, "5"},
-		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), 503, CodeTimeout, "1"},
-		{"invalid policy", fmt.Errorf("x: %w", bucket.ErrInvalidPolicy), 400, CodeInvalidPolicy, ""},
-		{"invalid tier name", fmt.Errorf("x: %w", bucket.ErrInvalidTierName), 400, CodeInvalidTierName, ""},
-		{"no such tier", fmt.Errorf("x: %w", fsm.ErrNoSuchTier), 404, CodeTierNotFound, ""},
-		{"too many tiers", fmt.Errorf("x: %w", bucket.ErrTooManyTiers), 409, CodeTooManyTiers, ""},
-		{"anything else", fmt.Errorf("disk on fire at /var/secret"), 500, CodeInternal, ""},
+		{"unknown, then shutting down", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrShuttingDown), 503, api.CodeOutcomeUnknown, "1"},
+		{"unknown, then overloaded", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrOverloaded), 503, api.CodeOutcomeUnknown, "1"},
+		{"unknown, then disk full", fmt.Errorf("%w: %w", cluster.ErrOutcomeUnknown, cluster.ErrDiskFull), 503, api.CodeOutcomeUnknown, "1"},
+		{"overloaded", fmt.Errorf("group 2: %w", cluster.ErrOverloaded), 503, api.CodeOverloaded, "1"},
+		{"too many clients", fmt.Errorf("x: %w", cluster.ErrTooManyClients), 503, api.CodeTooManyClients, "1"},
+		{"disk full", fmt.Errorf("x: %w", cluster.ErrDiskFull), 503, api.CodeDiskFull, "5"},
+		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), 503, api.CodeTimeout, "1"},
+		{"invalid policy", fmt.Errorf("x: %w", bucket.ErrInvalidPolicy), 400, api.CodeInvalidPolicy, ""},
+		{"invalid tier name", fmt.Errorf("x: %w", bucket.ErrInvalidTierName), 400, api.CodeInvalidTierName, ""},
+		{"no such tier", fmt.Errorf("x: %w", fsm.ErrNoSuchTier), 404, api.CodeTierNotFound, ""},
+		{"too many tiers", fmt.Errorf("x: %w", bucket.ErrTooManyTiers), 409, api.CodeTooManyTiers, ""},
+		{"anything else", fmt.Errorf("disk on fire at /var/secret"), 500, api.CodeInternal, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,12 +419,12 @@ func TestDeadlines(t *testing.T) {
 		{"999999999999", 150 * time.Millisecond, 200 * time.Millisecond}, // capped at MaxTimeout
 	}
 	for _, tt := range tests {
-		a := ts.send(t, "POST", "/v1/allow", `{"client":"a"}`, TimeoutHeader, tt.header)
+		a := ts.send(t, "POST", "/v1/allow", `{"client":"a"}`, api.HeaderTimeout, tt.header)
 		require.Equal(t, http.StatusServiceUnavailable, a.status, "%s", a.body)
-		assert.Equal(t, CodeTimeout, errorOf(t, a).Code)
+		assert.Equal(t, api.CodeTimeout, errorOf(t, a).Code)
 		assert.Equal(t, "1", a.header.Get("Retry-After"))
 		d := <-deadlines
-		assert.True(t, d <= tt.max && (tt.min == 0 || d > tt.min), "%s %q: deadline in %v, want in (%v, %v]", TimeoutHeader, tt.header, d, tt.min, tt.max)
+		assert.True(t, d <= tt.max && (tt.min == 0 || d > tt.min), "%s %q: deadline in %v, want in (%v, %v]", api.HeaderTimeout, tt.header, d, tt.min, tt.max)
 	}
 }
 
@@ -433,18 +434,18 @@ func TestRouting(t *testing.T) {
 	tests := []struct {
 		method, path string
 		status       int
-		code         string
+		code         api.Code
 		allow        string
 	}{
-		{"GET", "/v1/allow", 405, CodeMethodNotAllowed, "POST"},
-		{"PUT", "/v1/allow/batch", 405, CodeMethodNotAllowed, "POST"},
-		{"POST", "/v1/tiers", 405, CodeMethodNotAllowed, "GET, HEAD"},
-		{"GET", "/v1/tiers/free", 405, CodeMethodNotAllowed, "PUT, DELETE"},
-		{"POST", "/v1/clients/a/tier", 405, CodeMethodNotAllowed, "PUT, DELETE"},
-		{"DELETE", "/v1/clients/a", 405, CodeMethodNotAllowed, "GET, HEAD"},
-		{"GET", "/v2/allow", 404, CodeNotFound, ""},
-		{"GET", "/v1/tiers/", 404, CodeNotFound, ""},
-		{"GET", "/", 404, CodeNotFound, ""},
+		{"GET", "/v1/allow", 405, api.CodeMethodNotAllowed, "POST"},
+		{"PUT", "/v1/allow/batch", 405, api.CodeMethodNotAllowed, "POST"},
+		{"POST", "/v1/tiers", 405, api.CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/v1/tiers/free", 405, api.CodeMethodNotAllowed, "PUT, DELETE"},
+		{"POST", "/v1/clients/a/tier", 405, api.CodeMethodNotAllowed, "PUT, DELETE"},
+		{"DELETE", "/v1/clients/a", 405, api.CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/v2/allow", 404, api.CodeNotFound, ""},
+		{"GET", "/v1/tiers/", 404, api.CodeNotFound, ""},
+		{"GET", "/", 404, api.CodeNotFound, ""},
 	}
 	for _, tt := range tests {
 		a := ts.send(t, tt.method, tt.path, "")
@@ -475,11 +476,11 @@ func TestHealthReadyCluster(t *testing.T) {
 	svc.ready = func(context.Context) error { return fmt.Errorf("group 3 has no leader") }
 	a = ts.send(t, "GET", "/readyz", "")
 	assert.Equal(t, http.StatusServiceUnavailable, a.status)
-	assert.Equal(t, ErrorDetail{Code: CodeNotReady, Message: "group 3 has no leader"}, errorOf(t, a))
+	assert.Equal(t, api.ErrorDetail{Code: api.CodeNotReady, Message: "group 3 has no leader"}, errorOf(t, a))
 	svc.ready = func(context.Context) error { return cluster.ErrShuttingDown }
 	a = ts.send(t, "GET", "/readyz", "")
 	assert.Equal(t, http.StatusServiceUnavailable, a.status)
-	assert.Equal(t, CodeShuttingDown, errorOf(t, a).Code)
+	assert.Equal(t, api.CodeShuttingDown, errorOf(t, a).Code)
 }
 
 func TestServiceAnswersWrongCount(t *testing.T) {
@@ -489,7 +490,7 @@ func TestServiceAnswersWrongCount(t *testing.T) {
 	ts := newTestServer(t, svc, Options{})
 	a := ts.send(t, "POST", "/v1/allow/batch", `{"requests":[{"client":"a"},{"client":"b"}]}`)
 	assert.Equal(t, http.StatusInternalServerError, a.status)
-	assert.Equal(t, CodeInternal, errorOf(t, a).Code)
+	assert.Equal(t, api.CodeInternal, errorOf(t, a).Code)
 }
 
 func TestPanicIsInternal(t *testing.T) {
@@ -497,7 +498,7 @@ func TestPanicIsInternal(t *testing.T) {
 	ts := newTestServer(t, svc, Options{})
 	a := ts.send(t, "POST", "/v1/allow", `{"client":"a"}`)
 	assert.Equal(t, http.StatusInternalServerError, a.status)
-	assert.Equal(t, CodeInternal, errorOf(t, a).Code)
+	assert.Equal(t, api.CodeInternal, errorOf(t, a).Code)
 }
 
 // A request with several faults is refused for the first one checked: the
@@ -506,24 +507,24 @@ func TestPanicIsInternal(t *testing.T) {
 func TestCheckOrder(t *testing.T) {
 	svc, _ := newFSMService(t)
 	ts := newTestServer(t, svc, Options{})
-	bad := []string{TimeoutHeader, "soon", "Content-Type", "application/json; charset=latin1"}
+	bad := []string{api.HeaderTimeout, "soon", "Content-Type", "application/json; charset=latin1"}
 	for _, tt := range []struct {
 		method, path, body string
 		status             int
-		code               string
+		code               api.Code
 	}{
-		{"GET", "/v1/clients/a%00b", "", 400, CodeInvalidClient},
-		{"PUT", "/v1/clients/a%00b/tier", `{"tier":5}`, 400, CodeInvalidClient},
-		{"DELETE", "/v1/clients/a%00b/tier", "", 400, CodeInvalidClient},
-		{"PUT", "/v1/tiers/Free", `{}`, 400, CodeInvalidTierName},
-		{"DELETE", "/v1/tiers/Free", "", 400, CodeInvalidTierName},
-		{"PUT", "/v1/default", `{}`, 400, CodeInvalidTimeout},
-		{"GET", "/v1/tiers", "", 400, CodeInvalidTimeout},
-		{"GET", "/v1/cluster", "", 400, CodeInvalidTimeout},
-		{"GET", "/readyz", "", 400, CodeInvalidTimeout},
-		{"POST", "/v1/allow?status=1", `{}`, 400, CodeInvalidQuery},
-		{"POST", "/v1/allow", `{}`, 400, CodeInvalidTimeout},
-		{"POST", "/v1/allow/batch", `{}`, 400, CodeInvalidTimeout},
+		{"GET", "/v1/clients/a%00b", "", 400, api.CodeInvalidClient},
+		{"PUT", "/v1/clients/a%00b/tier", `{"tier":5}`, 400, api.CodeInvalidClient},
+		{"DELETE", "/v1/clients/a%00b/tier", "", 400, api.CodeInvalidClient},
+		{"PUT", "/v1/tiers/Free", `{}`, 400, api.CodeInvalidTierName},
+		{"DELETE", "/v1/tiers/Free", "", 400, api.CodeInvalidTierName},
+		{"PUT", "/v1/default", `{}`, 400, api.CodeInvalidTimeout},
+		{"GET", "/v1/tiers", "", 400, api.CodeInvalidTimeout},
+		{"GET", "/v1/cluster", "", 400, api.CodeInvalidTimeout},
+		{"GET", "/readyz", "", 400, api.CodeInvalidTimeout},
+		{"POST", "/v1/allow?status=1", `{}`, 400, api.CodeInvalidQuery},
+		{"POST", "/v1/allow", `{}`, 400, api.CodeInvalidTimeout},
+		{"POST", "/v1/allow/batch", `{}`, 400, api.CodeInvalidTimeout},
 	} {
 		a := ts.send(t, tt.method, tt.path, tt.body, bad...)
 		assert.Equal(t, tt.status, a.status, "%s %s: %s", tt.method, tt.path, a.body)
@@ -536,12 +537,12 @@ func TestCheckOrder(t *testing.T) {
 
 func TestHeaderValueIsGet(t *testing.T) {
 	h := http.Header{}
-	h.Set(TimeoutHeader, "5")
+	h.Set(api.HeaderTimeout, "5")
 	h.Add("Content-Type", "a")
 	h.Add("Content-Type", "b")
-	for _, key := range []string{TimeoutHeader, "Content-Type", "Retry-After"} {
+	for _, key := range []string{api.HeaderTimeout, "Content-Type", "Retry-After"} {
 		require.Equal(t, key, http.CanonicalHeaderKey(key), "headerValue needs canonical keys")
 		assert.Equal(t, h.Get(key), headerValue(h, key), key)
 	}
-	assert.Empty(t, headerValue(nil, TimeoutHeader))
+	assert.Empty(t, headerValue(nil, api.HeaderTimeout))
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/quorate/quorate/api"
 )
 
 // Request bodies are decoded strictly, member by member, so that every
@@ -52,12 +54,10 @@ func readBody(r *http.Request, limit int64, buf []byte) ([]byte, error) {
 	if ct := headerValue(r.Header, "Content-Type"); ct != "" && ct != "application/json" {
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return buf, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-				msg: fmt.Sprintf("Content-Type %q is not supported; send application/json", ct)}
+			return buf, newError(api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return buf, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-				msg: fmt.Sprintf("charset %q is not supported; send utf-8", cs)}
+			return buf, newError(api.CodeUnsupportedMediaType, fmt.Sprintf("charset %q is not supported; send utf-8", cs))
 		}
 	}
 	if r.ContentLength > limit {
@@ -84,14 +84,13 @@ func readBody(r *http.Request, limit int64, buf []byte) ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
-			return buf, badRequest(CodeInvalidJSON, "reading body: %v", err)
+			return buf, badRequest(api.CodeInvalidJSON, "reading body: %v", err)
 		}
 	}
 }
 
 func errBodyTooLarge(limit int64) *apiError {
-	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge,
-		msg: fmt.Sprintf("body is larger than %d bytes", limit)}
+	return newError(api.CodeBodyTooLarge, fmt.Sprintf("body is larger than %d bytes", limit))
 }
 
 // errUnknownMember is returned by a member callback of walkObject for a
@@ -118,7 +117,7 @@ func walkObject(dec *json.Decoder, path string, member func(dec *json.Decoder, n
 		return syntaxError(path, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return badRequest(CodeInvalidJSON, "%s must be a JSON object, got %s", what, describeToken(tok))
+		return badRequest(api.CodeInvalidJSON, "%s must be a JSON object, got %s", what, describeToken(tok))
 	}
 	var seen []string
 	// after names the place of a syntax error between members.
@@ -126,7 +125,7 @@ func walkObject(dec *json.Decoder, path string, member func(dec *json.Decoder, n
 		if len(seen) == 0 {
 			return syntaxError(path, err)
 		}
-		return badRequest(CodeInvalidJSON, "malformed JSON after field %q: %v", joinPath(path, seen[len(seen)-1]), plainSyntax(err))
+		return badRequest(api.CodeInvalidJSON, "malformed JSON after field %q: %v", joinPath(path, seen[len(seen)-1]), plainSyntax(err))
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -135,18 +134,18 @@ func walkObject(dec *json.Decoder, path string, member func(dec *json.Decoder, n
 		}
 		name, ok := tok.(string)
 		if !ok { // the decoder yields only strings in key position; be safe anyway
-			return badRequest(CodeInvalidJSON, "malformed JSON: %s where a field name belongs", describeToken(tok))
+			return badRequest(api.CodeInvalidJSON, "malformed JSON: %s where a field name belongs", describeToken(tok))
 		}
 		field := joinPath(path, name)
 		for _, s := range seen {
 			if s == name {
-				return badRequest(CodeDuplicateField, "field %q appears more than once", field)
+				return badRequest(api.CodeDuplicateField, "field %q appears more than once", field)
 			}
 		}
 		seen = append(seen, name)
 		if err := member(dec, name); err != nil {
 			if errors.Is(err, errUnknownMember) {
-				return badRequest(CodeUnknownField, "unknown field %q", field)
+				return badRequest(api.CodeUnknownField, "unknown field %q", field)
 			}
 			return err
 		}
@@ -169,9 +168,9 @@ func rawValue(dec *json.Decoder, field string) (json.RawMessage, error) {
 func syntaxError(field string, err error) error {
 	err = plainSyntax(err)
 	if field == "" {
-		return badRequest(CodeInvalidJSON, "malformed JSON: %v", err)
+		return badRequest(api.CodeInvalidJSON, "malformed JSON: %v", err)
 	}
-	return badRequest(CodeInvalidJSON, "malformed JSON in field %q: %v", field, err)
+	return badRequest(api.CodeInvalidJSON, "malformed JSON in field %q: %v", field, err)
 }
 
 // plainSyntax words a decoder error for a message.
@@ -235,7 +234,7 @@ func isNumber(raw json.RawMessage) bool { return raw[0] == '-' || (raw[0] >= '0'
 // stringValue decodes raw as a JSON string. It refuses bytes that are not
 // valid UTF-8 and escapes of lone surrogates, which encoding/json would
 // otherwise silently turn into U+FFFD.
-func stringValue(raw json.RawMessage, field, code string) (string, error) {
+func stringValue(raw json.RawMessage, field string, code api.Code) (string, error) {
 	if raw[0] != '"' {
 		return "", badRequest(code, "%s must be a string, got %s", field, kind(raw))
 	}
@@ -256,7 +255,7 @@ func stringValue(raw json.RawMessage, field, code string) (string, error) {
 // anything after it.
 func decodeBodyWith(body []byte, read func(dec *json.Decoder) error) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest(CodeInvalidJSON, "body is empty; send a JSON object")
+		return badRequest(api.CodeInvalidJSON, "body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -272,7 +271,7 @@ func expectEOF(dec *json.Decoder) error {
 	case err == io.EOF:
 		return nil
 	case err == nil:
-		return badRequest(CodeInvalidJSON, "found %s after the JSON object; send exactly one", describeToken(tok))
+		return badRequest(api.CodeInvalidJSON, "found %s after the JSON object; send exactly one", describeToken(tok))
 	}
-	return badRequest(CodeInvalidJSON, "unexpected data after the JSON object: %v", err)
+	return badRequest(api.CodeInvalidJSON, "unexpected data after the JSON object: %v", err)
 }

@@ -1,19 +1,31 @@
-package httpapi
+// Package api is quorate's public wire format: every request and answer
+// body of the HTTP API, the error codes with the kind of each (what a
+// caller may do after it), the header names and the routes document. The
+// server, the client, the CLI, the scripts and the fault suite all speak
+// it; it imports nothing of quorate but bucket, so a program that only asks
+// "allow?" links no raft, storage or gossip code.
+package api
 
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/quorate/quorate/bucket"
 )
 
-// The JSON bodies of the v1 API. They are shared by the server, the typed
-// Client, the CLI and load generators. Durations are milliseconds rounded
-// up; -1 (bucket.Never) means "never under the current policy".
+// Limits on identifiers, enforced by the server with precise errors.
+const (
+	MaxClientLen    = 256
+	MaxRequestIDLen = 128
+)
+
+// The JSON bodies of the v1 API. Durations are milliseconds rounded up; -1
+// (bucket.Never) means "never under the current policy".
 
 // AllowRequest is the body of POST /v1/allow and one element of a batch.
 type AllowRequest struct {
-	// Client is the client id: 1..fsm.MaxClientLen bytes of valid UTF-8
+	// Client is the client id: 1..MaxClientLen bytes of valid UTF-8
 	// without control characters.
 	Client string `json:"client"`
 	// Cost is the number of tokens to take, 0..bucket.MaxCost, a whole
@@ -23,7 +35,7 @@ type AllowRequest struct {
 	// RequestID, if not empty, makes the request idempotent within the
 	// cluster's dedup window: a retry with the same client and request id
 	// gets the original decision back (Duplicate set) and takes nothing.
-	// At most fsm.MaxRequestIDLen bytes, same character rules as Client.
+	// At most MaxRequestIDLen bytes, same character rules as Client.
 	RequestID string `json:"request_id,omitempty"`
 }
 
@@ -65,30 +77,30 @@ type BatchResponse struct {
 	Results []AllowResponse `json:"results"`
 }
 
-// PolicyJSON is a policy on the wire. RefillPerSecond is an exact decimal
+// Policy is a policy on the wire. RefillPerSecond is an exact decimal
 // number of tokens per second (at most 9 decimal places), written as a JSON
 // number.
-type PolicyJSON struct {
+type Policy struct {
 	Capacity        int64       `json:"capacity"`
 	RefillPerSecond json.Number `json:"refill_per_second"`
 }
 
 // PolicyToJSON renders p for the wire.
-func PolicyToJSON(p bucket.Policy) PolicyJSON {
-	return PolicyJSON{Capacity: p.Capacity, RefillPerSecond: json.Number(bucket.FormatRate(p.Rate))}
+func PolicyToJSON(p bucket.Policy) Policy {
+	return Policy{Capacity: p.Capacity, RefillPerSecond: json.Number(bucket.FormatRate(p.Rate))}
 }
 
-// Policy converts p back to a bucket.Policy and validates it.
-func (p PolicyJSON) Policy() (bucket.Policy, error) {
+// Bucket converts p back to a bucket.Policy and validates it.
+func (p Policy) Bucket() (bucket.Policy, error) {
 	return bucket.ParsePolicy(strconv.FormatInt(p.Capacity, 10), p.RefillPerSecond.String())
 }
 
 // TiersResponse answers GET /v1/tiers.
 type TiersResponse struct {
 	// Version is the configuration version in force.
-	Version uint64                `json:"version"`
-	Default PolicyJSON            `json:"default"`
-	Tiers   map[string]PolicyJSON `json:"tiers"`
+	Version uint64            `json:"version"`
+	Default Policy            `json:"default"`
+	Tiers   map[string]Policy `json:"tiers"`
 }
 
 // ClientResponse answers GET /v1/clients/{client}: the client's state now,
@@ -99,8 +111,8 @@ type ClientResponse struct {
 	Tier string `json:"tier"`
 	// AssignedTier is the tier the client is assigned to, "" if none. It may
 	// name a tier that does not exist, in which case Tier is "default".
-	AssignedTier string     `json:"assigned_tier"`
-	Policy       PolicyJSON `json:"policy"`
+	AssignedTier string `json:"assigned_tier"`
+	Policy       Policy `json:"policy"`
 	// Remaining is the balance in whole tokens, rounded down.
 	Remaining int64 `json:"remaining"`
 	// RemainingExact is the balance as an exact decimal number of tokens,
@@ -141,8 +153,79 @@ type ErrorBody struct {
 }
 
 // ErrorDetail is the content of an ErrorBody. Code is stable and meant for
-// programs (see the Code constants); Message is for people and may change.
+// programs (see the Code constants and KindOf); Message is for people and
+// may change.
 type ErrorDetail struct {
-	Code    string `json:"code"`
+	Code    Code   `json:"code"`
 	Message string `json:"message"`
+}
+
+// RoutesResponse is the body of GET /v1/routes.
+type RoutesResponse struct {
+	// Groups is the number of data groups.
+	Groups int `json:"groups"`
+	// Hash names how a client id maps to its group (RoutesHash).
+	Hash string `json:"hash"`
+	// Version rises whenever a group's leadership changes.
+	Version uint64 `json:"version"`
+	// Leaders maps a group ("0", "1", ...) to its leader's base URL; a
+	// group without a known leader is absent.
+	Leaders map[string]string `json:"leaders"`
+}
+
+// RoutesHash is RoutesResponse.Hash: the 64-bit FNV-1a hash of the client
+// id's bytes, modulo the number of groups.
+const RoutesHash = "fnv1a64-mod"
+
+// ConfigChange answers PUT and DELETE /v1/tiers/{tier} and PUT /v1/default:
+// where the change was applied. The answer is 200 when every group applied
+// it, 202 when some had not by the deadline (they will, when they can).
+type ConfigChange struct {
+	// Version is the configuration version the change produced.
+	Version uint64 `json:"version"`
+	// Applied lists the groups that applied Version before the answer.
+	Applied []string `json:"applied"`
+	// Lagging lists the groups that had not applied Version by the deadline.
+	Lagging []string `json:"lagging,omitempty"`
+}
+
+// ClusterStatus answers GET /v1/cluster: the answering node's view of the
+// cluster.
+type ClusterStatus struct {
+	NodeID string `json:"node_id"`
+	// ClusterVersion is the cluster version the node's replicas applied
+	// (see the README's "Upgrading").
+	ClusterVersion uint32        `json:"cluster_version"`
+	Nodes          []NodeStatus  `json:"nodes"`
+	Groups         []GroupStatus `json:"groups"`
+}
+
+// NodeStatus is one member as the answering node sees it.
+type NodeStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	// State is "alive", "leaving", "dead", "left" or "unproven" (a member
+	// that has not proved its node id with a cluster certificate).
+	State string `json:"state"`
+	// Version is the node's binary version and MaxClusterVersion the
+	// highest cluster version it runs (empty and 1 for a node of the
+	// release before cluster versions).
+	Version           string `json:"version"`
+	MaxClusterVersion uint32 `json:"max_cluster_version"`
+}
+
+// GroupStatus is one raft group as the answering node's replica sees it.
+type GroupStatus struct {
+	// ID is "meta" for the meta group, "0".."G-1" for data groups.
+	ID           string    `json:"id"`
+	State        string    `json:"state"` // Leader, Follower, Candidate or Shutdown
+	Leader       string    `json:"leader"`
+	Term         uint64    `json:"term"`
+	AppliedIndex uint64    `json:"applied_index"`
+	CommitIndex  uint64    `json:"commit_index"`
+	LastContact  time.Time `json:"last_contact,omitzero"`
+	Voters       []string  `json:"voters"`
+	// ConfigVersion is the configuration version applied in this group.
+	ConfigVersion uint64 `json:"config_version"`
 }
