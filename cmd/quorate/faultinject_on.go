@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/quorate/quorate/cluster"
@@ -12,8 +13,14 @@ import (
 
 // faultInjection is true only in binaries built with the faultinject tag,
 // for the fault suite in jepsen/: the node's clock gets an adjustable
-// offset, set through PUT /debug/clock on the --debug-addr listener.
+// offset, set through PUT /debug/clock on the --debug-addr listener, and
+// starts at the offset in the environment's StartOffsetEnv (a node that
+// starts with a wrong clock).
 const faultInjection = true
+
+// StartOffsetEnv names the environment variable with the clock offset a
+// faultinject binary starts with (a Go duration, e.g. "2s").
+const StartOffsetEnv = "FAULT_CLOCK_START_OFFSET"
 
 type clockBody struct {
 	OffsetNanos int64 `json:"offset_ns"`
@@ -21,6 +28,11 @@ type clockBody struct {
 
 func nodeClock() (cluster.Clock, func(*http.ServeMux)) {
 	c := cluster.NewOffsetClock(cluster.SystemClock{})
+	if v := os.Getenv(StartOffsetEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			c.SetOffset(d)
+		}
+	}
 	return c, func(mux *http.ServeMux) {
 		mux.HandleFunc("PUT /debug/clock", func(w http.ResponseWriter, r *http.Request) {
 			var b clockBody

@@ -166,6 +166,37 @@ func (c *Cluster) stopStrobe() {
 	}
 }
 
+// startOffsetEnv is the environment variable a faultinject binary reads its
+// starting clock offset from (cmd/quorate's StartOffsetEnv).
+const startOffsetEnv = "FAULT_CLOCK_START_OFFSET"
+
+// StartAhead restarts node i gracefully (SIGTERM, waiting for it to exit)
+// with its clock offset by offset from its first instant, as a node whose
+// clock was wrong when it started (before NTP synced), and records a start
+// event under name. The clock guard must keep such a node from stamping
+// anything, so the offset is not counted in ClockOffsets: the checkers give
+// it no slack, and a single decision stamped with it fails them.
+// ResetClocks sets the offset back to zero while the node runs, as NTP
+// would.
+func (c *Cluster) StartAhead(ctx context.Context, name string, i int, offset time.Duration) error {
+	n, _, err := c.liveProc(i)
+	if err != nil {
+		return err
+	}
+	c.recordStart(faultClock, name, map[string]string{"node": n.id, "start_offset_ns": strconv.FormatInt(int64(offset), 10)})
+	if err := c.Stop(i); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n.startOffset = offset
+	c.mu.Unlock()
+	if err := c.Start(ctx, i); err != nil {
+		return err
+	}
+	c.log.Info("node restarted with its clock ahead", "nemesis", name, "node", n.id, "offset", offset)
+	return nil
+}
+
 // ResetClocks stops a running strobe and sets every running node whose
 // offset is not zero back to zero, then records a stop event if a clock
 // fault was active.
@@ -205,4 +236,32 @@ func (c *Cluster) ClockOffsets() map[string]int64 {
 		out[nodeID(i)] = int64(c.maxSkew[i])
 	}
 	return out
+}
+
+// waitDebug waits (at most 10 s) until every running node with a clock
+// offset answers on its debug listener, so that ResetClocks can reach a
+// node that has just started.
+func (c *Cluster) waitDebug(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := 1; i <= c.opts.Nodes; i++ {
+		c.mu.Lock()
+		off := c.offsets[i]
+		c.mu.Unlock()
+		if off == 0 || !c.Running(i) {
+			continue
+		}
+		for {
+			if _, err := c.Clock(ctx, i); err == nil {
+				break
+			} else if ctx.Err() != nil {
+				return fmt.Errorf("control: %s: debug listener: %w", nodeID(i), err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

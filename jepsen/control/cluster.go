@@ -36,7 +36,10 @@ const (
 	// nodes' --max-clock-offset, 500 ms, from the median clock), so a
 	// skewed node keeps stamping and the checkers judge the refill its
 	// offset credits.
-	DefaultClockSkew      = 200 * time.Millisecond
+	DefaultClockSkew = 200 * time.Millisecond
+	// DefaultFarClockOffset is clock-restart-ahead's offset: four times
+	// the clock guard's tolerance at the nodes' default --max-clock-offset.
+	DefaultFarClockOffset = 2 * time.Second
 	DefaultStrobeInterval = 50 * time.Millisecond
 	DefaultLeaderGroup    = "0"
 	// defaultGroups is quorate serve's --groups default.
@@ -89,6 +92,9 @@ type Options struct {
 
 	// ClockSkew is D of the clock nemeses (offsets of ±D). Default 200ms.
 	ClockSkew time.Duration
+	// FarClockOffset is the offset clock-restart-ahead starts a node with,
+	// beyond what the clock guard lets stamp. Default 2s.
+	FarClockOffset time.Duration
 	// StrobeInterval is how often clock-strobe flips the offset. Default 50ms.
 	StrobeInterval time.Duration
 	// LeaderGroup is the group whose leader kill-leader and
@@ -144,6 +150,9 @@ type node struct {
 	// starts on Options.UpgradeBinary; upgradedAt is when it first did.
 	upgraded   bool
 	upgradedAt time.Time
+	// startOffset is the clock offset the node's next process starts with
+	// (see StartAhead).
+	startOffset time.Duration
 }
 
 // New checks opts and returns a Cluster. It changes nothing on the
@@ -183,6 +192,9 @@ func New(opts Options) (*Cluster, error) {
 	}
 	if opts.ClockSkew <= 0 {
 		opts.ClockSkew = DefaultClockSkew
+	}
+	if opts.FarClockOffset <= 0 {
+		opts.FarClockOffset = DefaultFarClockOffset
 	}
 	if opts.StrobeInterval <= 0 {
 		opts.StrobeInterval = DefaultStrobeInterval
@@ -351,20 +363,21 @@ func (c *Cluster) node(i int) (*node, error) {
 
 // Nemesis names accepted by Mix and Supports.
 const (
-	NemKill            = "kill"
-	NemKillLeader      = "kill-leader"
-	NemKillMinority    = "kill-minority"
-	NemPause           = "pause"
-	NemPartitionOne    = "partition-one"
-	NemPartitionLeader = "partition-leader"
-	NemPartitionHalves = "partition-halves"
-	NemPartitionRing   = "partition-ring"
-	NemPartitionBridge = "partition-bridge"
-	NemClockBump       = "clock-bump"
-	NemClockStrobe     = "clock-strobe"
-	NemLeaveRejoin     = "leave-rejoin"
-	NemTermLeader      = "term-leader"
-	NemUpgradeRoll     = "upgrade-roll"
+	NemKill              = "kill"
+	NemKillLeader        = "kill-leader"
+	NemKillMinority      = "kill-minority"
+	NemPause             = "pause"
+	NemPartitionOne      = "partition-one"
+	NemPartitionLeader   = "partition-leader"
+	NemPartitionHalves   = "partition-halves"
+	NemPartitionRing     = "partition-ring"
+	NemPartitionBridge   = "partition-bridge"
+	NemClockBump         = "clock-bump"
+	NemClockStrobe       = "clock-strobe"
+	NemLeaveRejoin       = "leave-rejoin"
+	NemTermLeader        = "term-leader"
+	NemUpgradeRoll       = "upgrade-roll"
+	NemClockRestartAhead = "clock-restart-ahead"
 )
 
 // NemesisNames lists every nemesis name Mix knows, in a fixed order.
@@ -372,7 +385,7 @@ func NemesisNames() []string {
 	return []string{
 		NemKill, NemKillLeader, NemKillMinority, NemPause,
 		NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionRing, NemPartitionBridge,
-		NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader, NemUpgradeRoll,
+		NemClockBump, NemClockStrobe, NemClockRestartAhead, NemLeaveRejoin, NemTermLeader, NemUpgradeRoll,
 	}
 }
 
@@ -384,7 +397,7 @@ func NemesisNames() []string {
 // majorities through symmetric cuts).
 func (c *Cluster) Supports(kind string) bool {
 	switch kind {
-	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemLeaveRejoin, NemTermLeader:
+	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemClockRestartAhead, NemLeaveRejoin, NemTermLeader:
 		return true
 	case NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionBridge:
 		return c.useNS

@@ -197,6 +197,10 @@ type Nemesis struct {
 //   - clock-bump: one random node's offset to +D or -D (Options.ClockSkew);
 //     clock-strobe: one random node flips between +D and -D every
 //     Options.StrobeInterval; Stop resets every offset to 0.
+//   - clock-restart-ahead: one random node is stopped gracefully and
+//     started again with its clock Options.FarClockOffset ahead from its
+//     first instant (StartAhead: no slack for the checkers); Stop sets it
+//     back to 0 while the node runs.
 //   - leave-rejoin: one random node leaves gracefully and stops; Stop
 //     starts it again on the same data dir, and it rejoins.
 //   - term-leader: the leader of a random data group is stopped gracefully
@@ -330,6 +334,18 @@ func (c *Cluster) nemesis(rng *rand.Rand, name string) (Nemesis, bool) {
 			return c.SetClock(ctx, name, nodes[0], off)
 		}
 		nm.Stop = c.ResetClocks
+	case NemClockRestartAhead:
+		nm.Start = func(ctx context.Context) error {
+			nodes, err := reachable(1)
+			if err != nil {
+				return err
+			}
+			return c.StartAhead(ctx, name, nodes[0], c.opts.FarClockOffset)
+		}
+		nm.Stop = func(ctx context.Context) error {
+			// The node may still be starting: wait for its debug listener.
+			return errors.Join(c.RestartDown(ctx), c.waitDebug(ctx), c.ResetClocks(ctx))
+		}
 	case NemTermLeader:
 		nm.Start = func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -269,7 +269,9 @@ func (c *Cluster) Start(ctx context.Context, i int) error {
 	if n.upgraded && n.upgradedAt.IsZero() {
 		n.upgradedAt = time.Now()
 	}
-	c.offsets[i] = 0 // a new process starts with an unskewed clock
+	// A new process starts unskewed, or at the offset StartAhead asked for
+	// (not counted in maxSkew: see StartAhead).
+	c.offsets[i], n.startOffset = n.startOffset, 0
 	torn := c.torn
 	c.mu.Unlock()
 	if torn {
@@ -299,6 +301,11 @@ func (c *Cluster) spawn(i int) (*proc, error) {
 	fmt.Fprintf(logf, "=== control: %s starting %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = nodeEnv()
+	c.mu.Lock()
+	if off := c.nodes[i-1].startOffset; off != 0 {
+		cmd.Env = append(cmd.Env, startOffsetEnv+"="+off.String())
+	}
+	c.mu.Unlock()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a Ctrl-C at the terminal reaches the harness
 	// (which tears down), not the nodes directly.

@@ -84,6 +84,10 @@ type Config struct {
 	// the working tree's. The run then also checks that the cluster version
 	// moved up only after the last node (checkUpgrade).
 	UpgradeFrom string
+	// NodeArgs are added to every node's serve command line, e.g.
+	// "--max-clock-offset=-1" to switch the clock guard off and see the
+	// checkers catch what it prevents.
+	NodeArgs []string
 }
 
 // Summary is what a run reports.
@@ -157,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 
 	extra := []string{"--groups", fmt.Sprint(cfg.Groups), "--raft-timeout", cfg.RaftTimeout.String(), "--log-level", "info"}
+	extra = append(extra, cfg.NodeArgs...)
 	c, err := control.New(control.Options{
 		Nodes: cfg.Nodes, Binary: first, UpgradeBinary: upgradeTo, WorkDir: filepath.Join(dir, "nodes"), Prefix: cfg.Prefix,
 		ExtraArgs: extra, Logger: log, UseNetns: cfg.UseNetns,
@@ -375,7 +380,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"raft_timeout": cfg.RaftTimeout.String(), "hot_capacity": fmt.Sprint(cfg.HotCapacity), "hot_rate": cfg.HotRate,
 			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
 			"account_keys": fmt.Sprint(cfg.AccountKeys), "account_capacity": fmt.Sprint(AccountCapacity),
-			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","), "upgrade_from": cfg.UpgradeFrom,
+			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","), "upgrade_from": cfg.UpgradeFrom, "node_args": strings.Join(cfg.NodeArgs, " "),
 		},
 	}
 	var urls []string

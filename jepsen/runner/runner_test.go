@@ -119,6 +119,29 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	assert.GreaterOrEqual(t, s.Faults, 3, "every node was rolled")
 }
 
+// TestClockRestartAheadStampsNothing runs the fault suite's check of the
+// clock guard: nodes restarted with their clocks 2 s ahead (beyond the
+// guard's tolerance) under load, with no clock slack for the checkers, so
+// that a single decision stamped by such a node fails the stamps checker.
+// With --max-clock-offset=-1ns (the guard off) the same run fails it (see
+// the README's fault-suite results).
+func TestClockRestartAheadStampsNothing(t *testing.T) {
+	needNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg := smokeConfig(t, 14)
+	cfg.Name, cfg.Nemeses = "clock-ahead", []string{"clock-restart-ahead"}
+	cfg.Duration, cfg.Interval = 22*time.Second, 3*time.Second
+	s, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	for _, r := range s.Results {
+		assert.True(t, r.Valid, "%s: %v %v", r.Name, r.Summary, r.Failures)
+	}
+	assert.GreaterOrEqual(t, s.Faults, 1, "a node was restarted with its clock ahead")
+	assert.EqualValues(t, 0, result(t, s, "stamps").Summary["clock_slack_ms"], "the offset earned no slack")
+	assert.Greater(t, s.OK, 1000, "the workload made progress")
+}
+
 func TestNodeIDs(t *testing.T) {
 	assert.Equal(t, map[string]string{"http://10.77.0.11:7070": "n1", "http://10.77.0.12:7070": "n2"},
 		nodeIDs(map[string]string{"node_urls": "n1=http://10.77.0.11:7070,n2=http://10.77.0.12:7070", "nodes": "2"}))

@@ -51,7 +51,7 @@ var mixes = map[string]struct {
 	"crash":      {3, []string{"kill", "kill-leader", "pause"}, 0},
 	"partition":  {3, []string{"partition-one", "partition-leader", "partition-halves"}, 0},
 	"partition5": {5, []string{"partition-ring", "partition-bridge", "kill-minority", "partition-halves"}, 0},
-	"clock":      {3, []string{"clock-bump", "clock-strobe", "partition-leader"}, 0},
+	"clock":      {3, []string{"clock-bump", "clock-strobe", "clock-restart-ahead", "partition-leader"}, 0},
 	"membership": {3, []string{"leave-rejoin", "kill"}, 0},
 	"restart":    {3, []string{"term-leader"}, 1250 * time.Millisecond},
 	// upgrade needs -upgrade-from: every node starts on that release and
@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "log what the harness does")
 	prefix := fs.String("prefix", "qj", "prefix of the network namespaces (runs on one machine at once need different ones)")
 	recheck := fs.String("recheck", "", "run the checkers again on a results folder and print them (no cluster)")
+	nodeArgs := fs.String("node-args", "", "extra serve flags for every node, space-separated (e.g. --max-clock-offset=-1 to see the checkers catch what the clock guard prevents)")
 	upgradeFrom := fs.String("upgrade-from", "", "a git revision: start every node on its binary, and with -mix upgrade roll them to this tree's")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -170,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Seed: *seed + uint64(i), Out: *out, Unsafe: *unsafe, Groups: *groups, RaftTimeout: *raftTimeout,
 			Workers: *workers, HotKeys: 3, ColdKeys: 200, HotCapacity: 20, HotRate: "10",
 			PolicyChanges: true, AccountKeys: 4, UseNetns: !*noNetns, Prefix: *prefix, Logger: logger, Repo: repo,
-			UpgradeFrom: upgradeOf(p.nemeses, *upgradeFrom),
+			UpgradeFrom: upgradeOf(p.nemeses, *upgradeFrom), NodeArgs: strings.Fields(*nodeArgs),
 		})
 		if err != nil {
 			return fmt.Errorf("run %s: %w", p.name, err)
