@@ -28,7 +28,14 @@ type cowPart[V any] struct {
 	// holds are the snapshots that took m; while one is not released, m
 	// must not change.
 	holds []*snapshotHold
+	// peak is the most entries m held since it was built: Go maps never
+	// give back memory, so a part that fell to a quarter of its peak is
+	// rebuilt at its size (see shrink).
+	peak int
 }
+
+// shrinkMin is the smallest peak worth rebuilding a part or window for.
+const shrinkMin = 256
 
 // snapshotHold marks the parts one snapshot holds until it is released.
 type snapshotHold struct{ released atomic.Bool }
@@ -81,6 +88,7 @@ func (c *cowMap[V]) set(k string, v V) {
 		c.n++
 	}
 	p.writable()[k] = v
+	p.peak = max(p.peak, len(p.m))
 }
 
 func (c *cowMap[V]) delete(k string) {
@@ -88,7 +96,20 @@ func (c *cowMap[V]) delete(k string) {
 	if _, ok := p.m[k]; ok {
 		delete(p.writable(), k)
 		c.n--
+		p.shrink()
 	}
+}
+
+// shrink rebuilds p's map at its size once it holds a quarter of its peak
+// or less, so that memory follows the state. A snapshot holding the old map
+// keeps it; the new one is p's alone.
+func (p *cowPart[V]) shrink() {
+	if p.peak < shrinkMin || len(p.m) > p.peak/4 {
+		return
+	}
+	m := make(map[string]V, len(p.m))
+	maps.Copy(m, p.m)
+	p.m, p.holds, p.peak = m, nil, len(m)
 }
 
 // deleteIf deletes every entry for which drop returns true.
@@ -106,6 +127,9 @@ func (c *cowMap[V]) deleteIf(drop func(k string, v V) bool) int {
 			delete(p.writable(), k)
 		}
 		n += len(gone)
+		if len(gone) > 0 {
+			p.shrink()
+		}
 	}
 	c.n -= n
 	return n

@@ -49,6 +49,7 @@ type dedupWindow struct {
 	order  []dedupEntry     // oldest first; order[0] has position head
 	head   int
 	bytes  int64 // what the remembered entries cost (see entryBytes)
+	peak   int   // the most entries held since byKey and order were built (see shrink)
 }
 
 // entryBytes estimates what remembering one decision costs in live heap:
@@ -78,6 +79,7 @@ func (d *dedupWindow) put(k dedupKey, dec Decision) (evicted int, newest int64) 
 	d.byKey[k] = d.head + len(d.order)
 	d.order = append(d.order, dedupEntry{key: k, decision: dec})
 	d.bytes += entryBytes(k)
+	d.peak = max(d.peak, len(d.byKey))
 	if len(d.order) > d.max {
 		evicted = len(d.order) - d.max
 		newest = d.order[evicted-1].decision.Stamp // oldest first
@@ -109,9 +111,29 @@ func (d *dedupWindow) dropFront(n int) {
 		}
 	}
 	// The dropped entries are not cleared: a snapshot may still be encoding
-	// them (see FSM.Snapshot). They go when append next moves the array.
+	// them (see FSM.Snapshot). They go when append next moves the array,
+	// or when shrink does.
 	d.order = d.order[n:]
 	d.head += n
+	d.shrink()
+}
+
+// shrink rebuilds the map and the array at their size once they hold a
+// quarter of their peak or less: Go maps never give memory back, and the
+// array keeps every dropped entry (and its strings) until it moves. Positions
+// are relative to head, so they stay valid.
+// (byKey and order always hold the same entries, so one peak serves both.)
+func (d *dedupWindow) shrink() {
+	if d.peak < shrinkMin || len(d.order) > d.peak/4 {
+		return
+	}
+	m := make(map[dedupKey]int, len(d.byKey))
+	for k, v := range d.byKey {
+		m[k] = v
+	}
+	d.byKey = m
+	d.order = append(make([]dedupEntry, 0, 2*len(d.order)), d.order...)
+	d.peak = len(d.order)
 }
 
 // originMark is what a group keeps of an epoch whose requests it forgot:

@@ -49,3 +49,33 @@ func TestStateBytesFollowsTheState(t *testing.T) {
 	assert.Zero(t, f.StateBytes())
 	runtime.KeepAlive(g)
 }
+
+// Memory follows the state: after 200,000 clients with request ids come
+// and go (refilled and reclaimed, ids forgotten), the heap falls back to
+// within a few MiB of where it started, not to the structures' peak size.
+func TestMemoryFollowsTheState(t *testing.T) {
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale), DedupMax: 1 << 20})
+	start := heap()
+	const n = 200_000
+	reqs := make([]fsm.AllowRequest, 1000)
+	for i := range n / len(reqs) {
+		for j := range reqs {
+			k := i*len(reqs) + j
+			reqs[j] = fsm.AllowRequest{Client: fmt.Sprintf("%064d", k), Cost: 1, RequestID: fmt.Sprintf("%032d", k)}
+		}
+		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
+	}
+	peak := heap()
+	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(10 * time.Minute)})
+	require.Zero(t, f.Buckets())
+	end := heap()
+	t.Logf("heap: %.1f MiB at start, %.1f MiB at the peak, %.1f MiB once reclaimed", float64(start)/(1<<20), float64(peak)/(1<<20), float64(end)/(1<<20))
+	assert.Less(t, end-start, int64(4<<20), "the emptied maps and windows kept their peak size")
+	runtime.KeepAlive(f)
+}
