@@ -130,3 +130,38 @@ func TestMemoryBudgetShedsNewState(t *testing.T) {
 	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "new", Cost: 1, RequestID: "r2"}})
 	assert.NoError(t, err)
 }
+
+// The live-heap estimate follows the replicas' state between collections:
+// state added since the last one counts at once, and state gone since
+// (reclaimed buckets, forgotten ids) stops counting at once.
+func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
+	var live, cycles atomic.Uint64
+	live.Store(50 << 20)
+	cycles.Store(1)
+	clock := NewManualClock()
+	n := startNode(t, t.TempDir(), clock, func(o *Options) {
+		o.MaxMemory = 1 << 30
+		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), cycles.Load() }
+	})
+	n.checkMemory()
+	base, stateBefore := n.memLive.Load(), n.stateBytes()
+	var reqs []fsm.AllowRequest
+	for i := range 100 {
+		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("c%03d", i), Cost: 1, RequestID: fmt.Sprintf("r%03d", i)})
+	}
+	_, err := n.Allow(ctx(t), reqs)
+	require.NoError(t, err)
+	n.checkMemory()
+	grown := n.memLive.Load()
+	assert.Equal(t, n.stateBytes()-stateBefore, int64(grown-base), "the state added counts before any collection")
+
+	// A collection sees it live; then everything goes (buckets full again,
+	// ids forgotten) before the next one.
+	live.Store(grown)
+	cycles.Add(1)
+	n.checkMemory()
+	clock.Advance(10 * time.Minute)
+	n.reclaim()
+	n.checkMemory()
+	assert.Equal(t, base, n.memLive.Load(), "state gone since the last collection no longer counts")
+}

@@ -118,7 +118,7 @@ func (n *Node) stateBytes() int64 {
 // state. The runtime's live figure is as old as the last collection, and
 // state can grow fast between two (a collection may wait for the heap to
 // double), so the estimate is that figure plus what the replicas' state
-// grew by since (fsm.FSM.StateBytes). When the heap's objects, garbage
+// grew (or shrank) by since (fsm.FSM.StateBytes). When the heap's objects, garbage
 // included, pass the shedding point while the estimate is under it, it
 // collects (at most every memoryGCEvery) to learn the truth.
 func (n *Node) checkMemory() {
@@ -139,7 +139,9 @@ func (n *Node) checkMemory() {
 	if cycles != n.memCycles {
 		n.memCycles, n.memStateAtGC = cycles, state
 	}
-	live += uint64(max(state-n.memStateAtGC, 0))
+	// State that went away since is garbage, no longer live: the estimate
+	// falls with it (reclaim, expired ids) without waiting for a collection.
+	live = uint64(max(int64(live)+state-n.memStateAtGC, 0))
 	n.memLive.Store(live)
 	shed := n.memoryHigh()
 	if n.memShed.Swap(shed) != shed {
