@@ -84,9 +84,9 @@ func (n *Node) placeGroup(g *raftgroup.Group, v membership.PlacementView, lastTr
 	switch {
 	case step.Refused != "":
 		n.logger.Warn("not removing voter: the group would lose its live majority", "group", g.ID, "voter", step.Refused, "voters", voters)
-	case step.Add != "" && !memberRuns(v.Members[step.Add], g.FSM.ClusterVersion()):
-		n.logger.Warn("not adding voter: its binary cannot run the group's cluster version; upgrade it", "group", g.ID, "voter", step.Add,
-			"cluster_version", g.FSM.ClusterVersion(), "its_max", v.Members[step.Add].Meta.MaxClusterVersion, "its_version", v.Members[step.Add].Meta.Version)
+	case step.Add != "" && !memberRuns(v.Members[step.Add], max(g.FSM.ClusterVersion(), n.ClusterVersion())):
+		n.logger.Warn("not adding voter: its binary cannot run the cluster version; upgrade it", "group", g.ID, "voter", step.Add,
+			"cluster_version", max(g.FSM.ClusterVersion(), n.ClusterVersion()), "its_max", v.Members[step.Add].Meta.MaxClusterVersion, "its_version", v.Members[step.Add].Meta.Version)
 	case step.Add != "":
 		n.logger.Info("adding voter", "group", g.ID, "voter", step.Add)
 		if err := g.Raft.AddVoter(raft.ServerID(step.Add), raft.ServerAddress(v.Addr(step.Add)), 0, timeout).Error(); err != nil {

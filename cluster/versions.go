@@ -88,10 +88,31 @@ func (n *Node) raiseClusterVersion() {
 	}
 	target := n.committedClusterVersion()
 	for _, g := range behind {
-		if g.FSM.ClusterVersion() < target {
+		if g.FSM.ClusterVersion() < target && n.votersRun(g, target) {
 			n.applyClusterVersion(g, target, "")
 		}
 	}
+}
+
+// votersRun reports whether every voter of g is known, through gossip, to
+// run cluster version v. The meta group moved only once every member did,
+// but a node that joined since (refused by placement, see placeGroup) may
+// have become a voter of a group still behind.
+func (n *Node) votersRun(g *raftgroup.Group, v uint32) bool {
+	f := g.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	members := n.members.Snapshot()
+	for _, id := range voterIDs(f.Configuration()) {
+		if id == n.opts.NodeID {
+			continue
+		}
+		if m, ok := members[id]; !ok || !memberRuns(m, v) {
+			return false
+		}
+	}
+	return n.maxClusterVersion() >= v
 }
 
 func (n *Node) applyClusterVersion(g *raftgroup.Group, v uint32, why string) {

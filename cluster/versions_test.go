@@ -23,11 +23,12 @@ func (tc *testCluster) clusterVersions() map[uint32]int {
 
 // The cluster version moves up only once every member runs it: while one
 // node claims only the base version (as a node of the release before
-// does), every group stays there; once it restarts with this binary, every
-// group of every replica moves, and GET /v1/cluster says so.
+// does: here the one that created the cluster), every group stays there;
+// once it restarts with this binary, every group of every replica moves,
+// and GET /v1/cluster says so.
 func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
 	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
-		maxCV: map[int]uint32{2: fsm.BaseClusterVersion}}
+		maxCV: map[int]uint32{0: fsm.BaseClusterVersion}}
 	for range 3 {
 		tc.addNode()
 	}
@@ -45,16 +46,16 @@ func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
 	for _, ns := range st.Nodes {
 		byID[ns.ID] = ns
 	}
-	assert.Equal(t, fsm.BaseClusterVersion, byID["n3"].MaxClusterVersion)
-	assert.Equal(t, fsm.MaxClusterVersion, byID["n1"].MaxClusterVersion)
+	assert.Equal(t, fsm.BaseClusterVersion, byID["n1"].MaxClusterVersion)
+	assert.Equal(t, fsm.MaxClusterVersion, byID["n3"].MaxClusterVersion)
 	assert.NotEmpty(t, byID["n2"].Version)
 
 	// Decisions meanwhile use the base rules and formats.
 	require.True(t, allowOne(t, tc.nodes[0], "a", 1).Allowed)
 
-	tc.stop(2)
-	delete(tc.maxCV, 2)
-	tc.start(2)
+	tc.stop(0)
+	delete(tc.maxCV, 0)
+	tc.start(0)
 	tc.waitStable(3)
 	require.Eventually(t, func() bool {
 		return tc.clusterVersions()[fsm.MaxClusterVersion] == 3*(tc.groups+1)

@@ -359,7 +359,7 @@ func TestNetnsEveryNemesis(t *testing.T) {
 		checks[k].effect()
 		require.NoError(t, nm.Stop(ctx), nm.Name)
 		require.NoError(t, nm.Stop(ctx), "%s: Stop is idempotent", nm.Name)
-		if strings.HasPrefix(nm.Name, "kill") || nm.Name == NemLeaveRejoin || nm.Name == NemTermLeader || nm.Name == NemClockRestartAhead {
+		if strings.HasPrefix(nm.Name, "kill") || nm.Name == NemLeaveRejoin || nm.Name == NemTermLeader || nm.Name == NemClockRestartAhead || nm.Name == NemUpgradeRoll {
 			waitReady("after " + nm.Name) // restarted nodes answer; the next nemesis may need a leader
 		}
 		assert.Equal(t, 5, running(), "after %s", nm.Name)
