@@ -116,6 +116,12 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	opts.Groups, opts.LogStore = cf.Groups, cf.LogStore
+	if was, err := raftgroup.PrivateDataDir(opts.DataDir); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	} else if was != 0 {
+		opts.Logger.Warn("the data dir was readable by other users (it holds every client and request id); it is now 0700",
+			"data_dir", opts.DataDir, "was", was.String())
+	}
 	opts.Clock = newStampClock(opts.Clock, func(ahead time.Duration) {
 		opts.Logger.Warn("the wall clock stepped forward while the node runs; stamps follow the monotonic clock instead (restart the node to accept the new time)",
 			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", MaxClockStep.String())

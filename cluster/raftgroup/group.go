@@ -87,7 +87,7 @@ type Config struct {
 // to be added by the group's leader.
 func Open(c Config) (*Group, error) {
 	store := c.Store
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		store.Close()
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func (s *LogStores) Open(id, dir string) (*raftlog.Store, error) {
 	if s.shared != nil {
 		return s.shared.Group(id)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	return s.bolt.Open(filepath.Join(dir, "raft.db"))
@@ -107,7 +107,7 @@ type ClusterFile struct {
 // zero, the recorded ones (DefaultGroups and LogStoreShared for a new data
 // dir).
 func CheckClusterFile(dataDir, nodeID string, groups int, logStore string) (ClusterFile, error) {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return ClusterFile{}, err
 	}
 	path := filepath.Join(dataDir, "quorate.json")
@@ -218,4 +218,18 @@ func writeFileAtomic(path string, v any) error {
 	}
 	defer dir.Close()
 	return dir.Sync()
+}
+
+// PrivateDataDir makes dataDir readable by its owner only (0700): the log
+// holds every client id and request id. It returns the mode the directory
+// had when that was wider, so the caller can say so (0: it was private).
+func PrivateDataDir(dataDir string) (was os.FileMode, err error) {
+	fi, err := os.Stat(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return 0, nil
+	}
+	return fi.Mode().Perm(), os.Chmod(dataDir, 0o700)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,6 +140,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
+	// Everything the node writes (raft logs, snapshots, quorate.json) holds
+	// client and request ids: owner only, pebble's and bolt's files too.
+	syscall.Umask(0o077)
 	initial, err := loadConfig(f.config)
 	if err != nil {
 		return err
