@@ -84,7 +84,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
-	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port (keep it on loopback)")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this host:port: loopback only unless --insecure, and with --auth-file only to admin tokens")
 	fs.DurationVar(&f.reclaim, "reclaim-interval", cluster.DefaultReclaimInterval, "how often full buckets are forgotten (negative: never)")
 	f.api.register(fs)
 	addSecurityFlags(fs, &f.security)
@@ -167,6 +167,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		logger.Warn("FAULT INJECTION BUILD: the clock can be skewed through --debug-addr; for the fault suite only")
 	}
+	if f.debugAddr != "" && !loopbackAddr(f.debugAddr) && !f.security.insecure && !faultInjection {
+		return usageError{fmt.Errorf("--debug-addr %s is not a loopback address: the profiles it serves show the node's memory; keep it on 127.0.0.1, or give --insecure to expose it", f.debugAddr)}
+	}
 
 	clusterTLS, gossipKeys, err := clusterSecurity(&f.security, f.nodeID, f.raftAddr, f.gossipAddr, f.join != "", logger)
 	if err != nil {
@@ -235,7 +238,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		go func() { errc <- srv.Serve(ln) }()
 	}
 	if f.debugAddr != "" {
-		dbg := &http.Server{Addr: f.debugAddr, Handler: debugMux(faultRoutes), ReadHeaderTimeout: 5 * time.Second}
+		dbg := &http.Server{Addr: f.debugAddr, Handler: debugGuard(debugMux(faultRoutes), sec.auth), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := dbg.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("debug listener", "err", err)
@@ -272,6 +275,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// debugGuard lets through to the debug listener only requests addressed to
+// an IP address or localhost (a web page cannot reach it by rebinding a
+// DNS name of its own to the node's address) and, with tokens, only admin
+// ones: profiles show the node's memory, and a CPU profile costs CPU.
+func debugGuard(next http.Handler, auth *httpapi.Authenticator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if net.ParseIP(strings.Trim(host, "[]")) == nil && !strings.EqualFold(host, "localhost") {
+			http.Error(w, "the debug listener answers only requests addressed to an IP address or localhost", http.StatusForbidden)
+			return
+		}
+		if auth != nil && !auth.Admin(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="quorate"`)
+			http.Error(w, "the debug listener needs an admin token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // debugMux serves the pprof profiles, on their own listener so that they

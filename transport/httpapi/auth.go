@@ -207,6 +207,13 @@ func (a *Authenticator) identify(token string) (knownToken, bool) {
 	return known[found], true
 }
 
+// Admin reports whether authorization (an Authorization header's value)
+// carries a known token with the admin role.
+func (a *Authenticator) Admin(authorization string) bool {
+	tok, ok := a.identify(bearerToken(authorization))
+	return ok && tok.role == RoleAdmin
+}
+
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // header (the scheme is case-insensitive, RFC 9110 §11.1), or "".
 func bearerToken(header string) string {
