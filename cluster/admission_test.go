@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,4 +166,37 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 	n.reclaim()
 	n.checkMemory()
 	assert.Equal(t, base, n.memLive.Load(), "state gone since the last collection no longer counts")
+}
+
+// --max-clients holds when calls of new clients arrive together: a bucket
+// is counted from the moment its decision is pending, not only once it is
+// applied (16 parallel batches used to take a limit of 10,000 to 18,000).
+func TestMaxClientsHoldsUnderConcurrentNewClients(t *testing.T) {
+	const limit, workers, batch = 500, 16, 100
+	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.MaxClients = limit })
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]fsm.AllowRequest, batch)
+			for i := range reqs {
+				reqs[i] = fsm.AllowRequest{Client: fmt.Sprintf("w%02d-%03d", w, i), Cost: 1}
+			}
+			if _, err := n.Allow(ctx(t), reqs); errors.Is(err, ErrTooManyClients) {
+				refused.Add(1)
+			} else {
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, g := range n.groups {
+		total += g.FSM.Buckets()
+	}
+	assert.LessOrEqual(t, total, limit, "buckets past --max-clients")
+	assert.Positive(t, refused.Load(), "%d new clients for a limit of %d: some calls are refused", workers*batch, limit)
+	assert.Positive(t, total, "some calls were decided")
 }

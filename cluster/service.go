@@ -168,7 +168,11 @@ func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
 	for _, gg := range n.groups {
 		total += gg.FSM.Buckets()
 	}
-	if total < n.opts.MaxClients {
+	// Decisions in flight may each create a bucket once applied: counted,
+	// so that concurrent calls of new clients cannot overshoot the limit
+	// together (each new bucket is pending or held, and sometimes both for
+	// a moment, which only refuses early).
+	if total+int(max(n.pending.Load(), 0)) <= n.opts.MaxClients {
 		return nil
 	}
 	for _, r := range reqs {
