@@ -472,6 +472,7 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 // on the next trigger or tick.
 func (n *Node) reconcile() {
 	n.raiseClusterVersion()
+	n.allocateEpoch()
 	var lagging []*raftgroup.Group
 	for _, g := range n.groups {
 		if g.Serving() {

@@ -20,11 +20,15 @@ import (
 const resolveFor = 5 * time.Second
 
 // originSource hands out request origins (see fsm.AllowRequest): an epoch
-// chosen at random when the node starts, and consecutive sequence numbers.
+// and consecutive sequence numbers. Its first epoch is chosen at random
+// from the upper half of the space (fsm.RandomEpochBase on); once the meta
+// group has given this process an epoch of its own (allocateEpoch, from
+// cluster version 2), it uses that one, which no other process shares.
 type originSource struct {
-	mu    sync.Mutex
-	epoch uint32
-	next  uint64 // next sequence number of epoch
+	mu        sync.Mutex
+	epoch     uint32
+	next      uint64 // next sequence number of epoch
+	allocated bool   // epoch came from the meta group
 }
 
 func newOriginSource() *originSource {
@@ -34,7 +38,23 @@ func newOriginSource() *originSource {
 }
 
 func (o *originSource) newEpoch() {
-	o.epoch, o.next = rand.Uint32()&(1<<24-1), 1
+	o.epoch, o.next, o.allocated = fsm.RandomEpochBase+rand.Uint32N(fsm.RandomEpochBase), 1, false
+}
+
+// setEpoch makes e, which the meta group gave this process, the epoch of
+// every origin from now on. Sequence numbers go on: only the pair must be
+// new.
+func (o *originSource) setEpoch(e uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.epoch, o.allocated = e, true
+}
+
+// current returns the epoch and whether the meta group gave it.
+func (o *originSource) current() (uint32, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.epoch, o.allocated
 }
 
 // take reserves n consecutive origins and returns the first.

@@ -26,6 +26,7 @@ func (n *Node) rpcHandler() http.Handler {
 		}
 		return n.changeConfigLocal(ctx, op)
 	})
+	peerrpc.Handle(mux, "/internal/epoch", n.serveEpoch)
 	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
 		if err := n.meta.VerifyRead(ctx); err != nil {
 			return 0, err

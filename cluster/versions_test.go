@@ -87,3 +87,36 @@ func TestPlacementAddsNoVoterThatCannotRunTheClusterVersion(t *testing.T) {
 	}
 	assert.Zero(t, old.groups[0].FSM.AppliedIndex(), "n2 never received a log")
 }
+
+// From cluster version 2, every process gets an origin epoch of its own
+// from the meta group: two processes never share one (24 random bits
+// could), so a retry can never be answered with another process's
+// decision. A restarted node gets a new one.
+func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	epochs := func() []uint32 {
+		var out []uint32
+		for _, n := range tc.live() {
+			e, ok := n.origins.current()
+			if !ok {
+				return nil
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(epochs()) == 3 }, 20*time.Second, 10*time.Millisecond, "every node was given an epoch")
+	seen := map[uint32]bool{}
+	for _, e := range epochs() {
+		assert.Less(t, e, uint32(fsm.RandomEpochBase), "an allocated epoch")
+		assert.False(t, seen[e], "epoch %d given twice", e)
+		seen[e] = true
+	}
+	tc.stop(1)
+	tc.start(1)
+	require.Eventually(t, func() bool { _, ok := tc.nodes[1].origins.current(); return ok }, 20*time.Second, 10*time.Millisecond)
+	e, _ := tc.nodes[1].origins.current()
+	assert.False(t, seen[e], "the restarted process got a new epoch, not %d again", e)
+	d := allowOne(t, tc.nodes[1], "a", 1)
+	assert.Equal(t, e, uint32(d.Origin>>40), "its decisions carry it")
+}

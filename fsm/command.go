@@ -67,12 +67,15 @@ func (t Type) String() string {
 		return "allow-origin"
 	case TypeSetClusterVersion:
 		return "set-cluster-version"
+	case TypeAllocateEpoch:
+		return "allocate-epoch"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
 
 // Command is one log entry's content. The concrete types are Allow,
-// ConfigOp, InstallConfig, SetTier, Reclaim and SetClusterVersion.
+// ConfigOp, InstallConfig, SetTier, Reclaim, SetClusterVersion and
+// AllocateEpoch.
 type Command interface {
 	Type() Type
 	appendPayload(b []byte) []byte
@@ -258,6 +261,7 @@ func newDecoders() map[Type]decodeFunc {
 		TypeReclaim:       decodeReclaim,
 
 		TypeSetClusterVersion: decodeSetClusterVersion,
+		TypeAllocateEpoch:     decodeAllocateEpoch,
 	}
 }
 
@@ -310,7 +314,7 @@ func Validate(c Command) error {
 		case len(c.Tier) > bucket.MaxTierNameLen:
 			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
 		}
-	case Reclaim, SetClusterVersion:
+	case Reclaim, SetClusterVersion, AllocateEpoch:
 	default:
 		err = fmt.Errorf("command %T", c)
 	}

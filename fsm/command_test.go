@@ -55,6 +55,7 @@ var validCommands = []struct {
 	{"reclaim zero", fsm.Reclaim{}},
 	{"reclaim min", fsm.Reclaim{Stamp: math.MinInt64}},
 	{"set cluster version", fsm.SetClusterVersion{Version: fsm.ClusterVersionOriginsAlways}},
+	{"allocate epoch", fsm.AllocateEpoch{}},
 }
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -124,7 +125,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"envelope 0", []byte{0, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"envelope 2", []byte{2, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"type 0", []byte{fsm.EnvelopeVersion, 0, 0}, fsm.ErrUnknownCommand},
-		{"type 8", []byte{fsm.EnvelopeVersion, 8}, fsm.ErrUnknownCommand},
+		{"type 9", []byte{fsm.EnvelopeVersion, 9}, fsm.ErrUnknownCommand},
+		{"allocate epoch with a payload", cat(hdr(fsm.TypeAllocateEpoch), []byte{1}), fsm.ErrMalformed},
 		{"cluster version 0", cat(hdr(fsm.TypeSetClusterVersion), []byte{0}), fsm.ErrMalformed},
 		{"cluster version missing", hdr(fsm.TypeSetClusterVersion), fsm.ErrMalformed},
 		{"type 255", []byte{fsm.EnvelopeVersion, 255, 1, 2, 3}, fsm.ErrUnknownCommand},

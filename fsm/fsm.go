@@ -131,6 +131,8 @@ type FSM struct {
 	// clusterVersionRead the same, readable without the lock.
 	clusterVersion     uint32
 	clusterVersionRead atomic.Uint32
+	// epochsAllocated counts the AllocateEpoch entries applied.
+	epochsAllocated uint64
 
 	opts     Options // with defaults filled in
 	initial  bucket.Config
@@ -168,6 +170,7 @@ func New(opts Options) (*FSM, error) {
 		TypeReclaim:       func(c Command) any { return f.applyReclaim(c.(Reclaim)) },
 
 		TypeSetClusterVersion: func(c Command) any { return f.applySetClusterVersion(c.(SetClusterVersion)) },
+		TypeAllocateEpoch:     func(c Command) any { return f.applyAllocateEpoch(c.(AllocateEpoch)) },
 	}
 	return f, nil
 }
@@ -188,6 +191,7 @@ func (f *FSM) reset() {
 	f.clusterVersion = BaseClusterVersion
 	f.clusterVersionRead.Store(BaseClusterVersion)
 	f.mapBytes = 0
+	f.epochsAllocated = 0
 }
 
 // bucketBytes and tierBytes estimate what a bucket and a tier assignment

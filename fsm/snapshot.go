@@ -19,7 +19,8 @@ import (
 // snapshotMagic opens every snapshot; the byte after it is the format
 // version. Version 2 added origins: each remembered decision's origin, the
 // decisions remembered by origin, and the marks of forgotten origins.
-// Version 3 adds the cluster version, and is written only once it is above
+// Version 3 adds the cluster version and the count of origin epochs
+// allocated, and is written only once the cluster version is above
 // BaseClusterVersion: until then a snapshot is version 2, which the
 // binaries of the release before can install. Every version is still read.
 const (
@@ -44,9 +45,10 @@ type snapshot struct {
 	dedup     []dedupEntry  // by request id
 	byOrigin  []dedupEntry  // by origin
 	marks     map[uint32]originMark
-	// idsForgottenUntil and clusterVersion: see FSM.
+	// idsForgottenUntil, clusterVersion and epochsAllocated: see FSM.
 	idsForgottenUntil int64
 	clusterVersion    uint32
+	epochsAllocated   uint64
 }
 
 // Snapshot takes a view of the state, encoded later, concurrently with new
@@ -71,6 +73,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 		idsForgottenUntil: f.idsForgottenUntil,
 		clusterVersion:    f.clusterVersion,
+		epochsAllocated:   f.epochsAllocated,
 	}, nil
 }
 
@@ -171,6 +174,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	b = binary.AppendVarint(b, s.idsForgottenUntil)
 	if format >= 3 {
 		b = binary.AppendUvarint(b, uint64(s.clusterVersion))
+		b = binary.AppendUvarint(b, s.epochsAllocated)
 	}
 	return flush(true)
 }
@@ -225,6 +229,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.idsForgottenUntil = s.idsForgottenUntil
 	f.clusterVersion = s.clusterVersion
 	f.clusterVersionRead.Store(s.clusterVersion)
+	f.epochsAllocated = s.epochsAllocated
 	for _, e := range s.dedup {
 		f.dedup.put(e.key, e.decision)
 	}
@@ -305,6 +310,7 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 			r.Fail("cluster version %d in a format 3 snapshot; this binary runs %d..%d", v, ClusterVersionOriginsAlways, MaxClusterVersion)
 		}
 		s.clusterVersion = uint32(v)
+		s.epochsAllocated = r.Uvarint()
 	}
 	if r.Err == nil && len(r.B) != 0 {
 		r.Fail("%d trailing bytes", len(r.B))

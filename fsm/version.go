@@ -82,3 +82,40 @@ func (f *FSM) applySetClusterVersion(s SetClusterVersion) *ClusterVersionResult 
 // ClusterVersion returns the group's cluster version, without taking the
 // FSM's lock.
 func (f *FSM) ClusterVersion() uint32 { return f.clusterVersionRead.Load() }
+
+// TypeAllocateEpoch hands a node an origin epoch no other process had
+// (from ClusterVersionOriginsAlways on; see AllocateEpoch).
+const TypeAllocateEpoch Type = 8
+
+// Origin epochs: the lower half of the 24-bit space is handed out by the
+// meta group (AllocateEpoch), one per process, in turn, so no two
+// processes share one until 2^23-1 more have started; the upper half is for
+// a process's first epoch, chosen at random until it has been given one.
+const (
+	// AllocatedEpochs is how many epochs AllocateEpoch hands out before it
+	// starts over at 1.
+	AllocatedEpochs = 1<<23 - 1
+	// RandomEpochBase is the first epoch of the random half.
+	RandomEpochBase = 1 << 23
+)
+
+// AllocateEpoch gives the proposing node's process the group's next origin
+// epoch. Only the meta group is asked for epochs.
+type AllocateEpoch struct{}
+
+// Type is TypeAllocateEpoch.
+func (AllocateEpoch) Type() Type { return TypeAllocateEpoch }
+
+func (AllocateEpoch) appendPayload(b []byte) []byte { return b }
+
+func decodeAllocateEpoch(*reader) (Command, error) { return AllocateEpoch{}, nil }
+
+// EpochResult is the result of an AllocateEpoch.
+type EpochResult struct {
+	Epoch uint32 // 1..AllocatedEpochs
+}
+
+func (f *FSM) applyAllocateEpoch(AllocateEpoch) *EpochResult {
+	f.epochsAllocated++
+	return &EpochResult{Epoch: uint32((f.epochsAllocated-1)%AllocatedEpochs) + 1}
+}

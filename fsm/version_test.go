@@ -85,7 +85,7 @@ func TestSnapshotFormatFollowsTheClusterVersion(t *testing.T) {
 	apply[*fsm.ClusterVersionResult](t, f, fsm.SetClusterVersion{Version: fsm.ClusterVersionOriginsAlways})
 	snap := f.MarshalSnapshot()
 	assert.Equal(t, byte(3), snap[len("QRSNAP")])
-	assert.Equal(t, old[len("QRSNAP")+1:], snap[len("QRSNAP")+1:len(snap)-1], "format 3 is format 2 plus the cluster version")
+	assert.Equal(t, old[len("QRSNAP")+1:], snap[len("QRSNAP")+1:len(snap)-2], "format 3 is format 2 plus the cluster version and the epochs allocated")
 
 	g := newFSM(t, fsm.Options{Default: policy(5, 0)})
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(snap))))
@@ -93,6 +93,26 @@ func TestSnapshotFormatFollowsTheClusterVersion(t *testing.T) {
 	assert.Equal(t, snap, g.MarshalSnapshot())
 
 	bad := bytes.Clone(snap)
-	bad[len(bad)-1] = byte(fsm.MaxClusterVersion + 1)
+	bad[len(bad)-2] = byte(fsm.MaxClusterVersion + 1)
 	assert.ErrorIs(t, g.Restore(io.NopCloser(bytes.NewReader(bad))), fsm.ErrBadSnapshot, "a version this binary cannot run")
+}
+
+// The meta group hands every process its own origin epoch, in turn, from
+// the lower half of the space (the upper half is for random first epochs),
+// and a restored replica goes on where it left off.
+func TestAllocateEpoch(t *testing.T) {
+	f := newFSM(t, fsm.Options{Default: policy(5, 0)})
+	apply[*fsm.ClusterVersionResult](t, f, fsm.SetClusterVersion{Version: fsm.ClusterVersionOriginsAlways})
+	seen := map[uint32]bool{}
+	for range 100 {
+		e := apply[*fsm.EpochResult](t, f, fsm.AllocateEpoch{}).Epoch
+		assert.False(t, seen[e], "epoch %d handed out twice", e)
+		assert.True(t, e >= 1 && e < fsm.RandomEpochBase, "epoch %d outside the allocated half", e)
+		seen[e] = true
+	}
+	g := newFSM(t, fsm.Options{Default: policy(5, 0)})
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(f.MarshalSnapshot()))))
+	next := apply[*fsm.EpochResult](t, g, fsm.AllocateEpoch{}).Epoch
+	assert.False(t, seen[next], "a restored replica hands out a new epoch")
+	assert.Equal(t, apply[*fsm.EpochResult](t, f, fsm.AllocateEpoch{}).Epoch, next, "replicas agree")
 }
