@@ -75,6 +75,10 @@ tidy: ## go mod tidy; fails if go.mod or go.sum changed.
 clean: ## Remove build output (not data directories).
 	rm -rf bin bench.out
 
+.PHONY: memattack
+memattack: ## The decide-token memory attack against a throwaway node (DURATION=60s, MAX_MEMORY bytes, default 512 MiB).
+	./scripts/memattack.sh
+
 .PHONY: failover
 failover: ## Kill a group leader of a throwaway 3-node cluster and time the failover (FAILOVER_ARGS="-runs 10").
 	./scripts/failover.sh

@@ -21,9 +21,7 @@ import (
 func TestStateBytesFollowsTheState(t *testing.T) {
 	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale)})
 	assert.Zero(t, f.StateBytes())
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := liveHeap()
 	const n = 50_000
 	reqs := make([]fsm.AllowRequest, 1000)
 	for i := range n / len(reqs) {
@@ -33,9 +31,7 @@ func TestStateBytesFollowsTheState(t *testing.T) {
 		}
 		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grew := float64(after.HeapAlloc - before.HeapAlloc)
+	grew := float64(liveHeap() - before)
 	est := float64(f.StateBytes())
 	t.Logf("heap grew %.0f bytes a decision, StateBytes says %.0f", grew/n, est/n)
 	assert.InDelta(t, 1, est/grew, 0.3, "StateBytes %.0f, heap grew %.0f", est, grew)
@@ -54,14 +50,8 @@ func TestStateBytesFollowsTheState(t *testing.T) {
 // and go (refilled and reclaimed, ids forgotten), the heap falls back to
 // within a few MiB of where it started, not to the structures' peak size.
 func TestMemoryFollowsTheState(t *testing.T) {
-	heap := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
 	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale), DedupMax: 1 << 20})
-	start := heap()
+	start := liveHeap()
 	const n = 200_000
 	reqs := make([]fsm.AllowRequest, 1000)
 	for i := range n / len(reqs) {
@@ -71,11 +61,19 @@ func TestMemoryFollowsTheState(t *testing.T) {
 		}
 		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
 	}
-	peak := heap()
+	peak := liveHeap()
 	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(10 * time.Minute)})
 	require.Zero(t, f.Buckets())
-	end := heap()
+	end := liveHeap()
 	t.Logf("heap: %.1f MiB at start, %.1f MiB at the peak, %.1f MiB once reclaimed", float64(start)/(1<<20), float64(peak)/(1<<20), float64(end)/(1<<20))
 	assert.Less(t, end-start, int64(4<<20), "the emptied maps and windows kept their peak size")
 	runtime.KeepAlive(f)
+}
+
+// liveHeap collects and returns the heap in use.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

@@ -8,6 +8,7 @@
 #   QUORATE_ARGS="--groups 4" scripts/loadtest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 export PATH="$PATH:/usr/local/go/bin"
 CONNS=${CONNS:-64}
 DURATION=${DURATION:-20s}
@@ -30,10 +31,6 @@ pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
 
-for _ in $(seq 1 100); do
-  curl -fsS "http://$HTTP/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fsS "http://$HTTP/readyz" >/dev/null || { cat "$dir/node.log"; exit 1; }
+wait_ready "$HTTP" "$dir/node.log"
 
 ./bin/loadgen -targets "http://$HTTP" -c "$CONNS" -duration "$DURATION" -keys "$KEYS" -pids "$pid" -metrics "http://$HTTP"

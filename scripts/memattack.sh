@@ -5,6 +5,7 @@
 #   DURATION=60s MAX_MEMORY=536870912 scripts/memattack.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 export PATH="$PATH:/usr/local/go/bin"
 HTTP=${HTTP:-127.0.0.1:17170}
 go build -o bin/quorate ./cmd/quorate
@@ -15,10 +16,6 @@ dir=$(mktemp -d)
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
-for _ in $(seq 1 100); do
-  curl -fsS "http://$HTTP/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fsS "http://$HTTP/readyz" >/dev/null || { cat "$dir/node.log"; exit 1; }
+wait_ready "$HTTP" "$dir/node.log"
 ./bin/memattack -addr "http://$HTTP" -pid "$pid" -duration "${DURATION:-60s}" -conns "${CONNS:-16}"
 curl -fsS "http://$HTTP/metrics" | grep -E '^quorate_(memory|requests_refused)' || true

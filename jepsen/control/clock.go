@@ -204,13 +204,7 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 	c.stopStrobe()
 	var errs []error
 	var reset []string
-	for i := 1; i <= c.opts.Nodes; i++ {
-		c.mu.Lock()
-		off := c.offsets[i]
-		c.mu.Unlock()
-		if off == 0 || !c.Running(i) {
-			continue
-		}
+	for _, i := range c.skewedRunning() {
 		if err := c.setOffset(ctx, i, 0); err != nil {
 			errs = append(errs, err)
 			continue
@@ -244,13 +238,7 @@ func (c *Cluster) ClockOffsets() map[string]int64 {
 func (c *Cluster) waitDebug(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for i := 1; i <= c.opts.Nodes; i++ {
-		c.mu.Lock()
-		off := c.offsets[i]
-		c.mu.Unlock()
-		if off == 0 || !c.Running(i) {
-			continue
-		}
+	for _, i := range c.skewedRunning() {
 		for {
 			if _, err := c.Clock(ctx, i); err == nil {
 				break
@@ -264,4 +252,18 @@ func (c *Cluster) waitDebug(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// skewedRunning returns the running nodes whose clock offset is not zero.
+func (c *Cluster) skewedRunning() []int {
+	var out []int
+	for i := 1; i <= c.opts.Nodes; i++ {
+		c.mu.Lock()
+		off := c.offsets[i]
+		c.mu.Unlock()
+		if off != 0 && c.Running(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
