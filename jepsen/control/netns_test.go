@@ -168,9 +168,12 @@ func TestNetnsSmoke(t *testing.T) {
 
 	// Skew n1's clock and read it back from the client namespace.
 	require.NoError(t, c.SetClock(ctx, NemClockBump, 1, 250*time.Millisecond))
-	out, err = c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", c.DebugURL(1)+"/debug/clock")
+	out, err = c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", "-H", "Authorization: Bearer "+c.Token(), c.DebugURL(1)+"/debug/clock")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"offset_ns": 250000000}`, string(out))
+	out, err = c.ExecOutput(ctx, c.ClientNS(), "curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", c.DebugURL(1)+"/debug/clock")
+	require.NoError(t, err)
+	assert.Equal(t, "401", string(out), "the debug listener serves admin tokens only")
 	assert.Equal(t, int64(250e6), c.ClockOffsets()["n1"])
 	require.NoError(t, c.ResetClocks(ctx))
 	off, err := c.Clock(ctx, 1)
