@@ -55,6 +55,8 @@ type serveFlags struct {
 	maxClients  int
 	minFreeDisk int64
 	maxMemory   int64
+	maxConns    int
+	maxConnsIP  int
 	maxOffset   time.Duration
 	reclaim     time.Duration
 	debugAddr   string
@@ -87,6 +89,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
 	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
+	fs.IntVar(&f.maxConns, "max-http-conns", defaultMaxHTTPConns(), "most connections the HTTP port keeps open at once; one beyond is closed at once (default: half the process's file descriptors, at most 16384)")
+	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP port keeps open from one address")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
@@ -141,6 +145,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if f.maxConns < 1 || f.maxConnsIP < 1 {
+		return usageError{fmt.Errorf("--max-http-conns and --max-http-conns-per-ip must be at least 1")}
 	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
@@ -216,10 +223,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer node.Close()
 
-	ln, err := net.Listen("tcp", f.httpAddr)
+	raw, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
+	var ln net.Listener = newLimitListener(raw, f.maxConns, f.maxConnsIP)
 	scheme := "http"
 	if sec.tls != nil {
 		scheme = "https"
