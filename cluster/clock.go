@@ -37,6 +37,12 @@ func (c *OffsetClock) SetOffset(d time.Duration) { c.offset.Store(int64(d)) }
 // Offset returns the current offset.
 func (c *OffsetClock) Offset() time.Duration { return time.Duration(c.offset.Load()) }
 
+// Unwrap returns the base clock. A change of offset is a step of the wall
+// clock, not time passing: stampClock measures elapsed time on the base
+// (Time.Add moves a reading's monotonic part with its wall part, so the
+// readings of an OffsetClock cannot tell the two apart).
+func (c *OffsetClock) Unwrap() Clock { return c.base }
+
 // MaxClockStep is how far a node's wall clock may step forward while the
 // node runs and still move the times it stamps entries with: beyond it,
 // stamps follow the monotonic clock instead (see stampClock).
@@ -63,22 +69,34 @@ type elapsedClock interface {
 type stampClock struct {
 	base  Clock
 	start time.Time
-	held  atomic.Int64              // ns the last reading was held back by
-	warn  func(ahead time.Duration) // called when a stretch held back begins
+	// mono is the clock elapsed time is measured on (base, or the clock an
+	// OffsetClock wraps), and monoStart its reading at start.
+	mono      Clock
+	monoStart time.Time
+	held      atomic.Int64              // ns the last reading was held back by
+	warn      func(ahead time.Duration) // called when a stretch held back begins
 }
 
 func newStampClock(base Clock, warn func(ahead time.Duration)) *stampClock {
-	return &stampClock{base: base, start: base.Now(), warn: warn}
+	mono := base
+	for {
+		u, ok := mono.(interface{ Unwrap() Clock })
+		if !ok {
+			break
+		}
+		mono = u.Unwrap()
+	}
+	return &stampClock{base: base, start: base.Now(), mono: mono, monoStart: mono.Now(), warn: warn}
 }
 
 // Now returns the base clock's time, held back as described above.
 func (c *stampClock) Now() time.Time {
 	now := c.base.Now()
 	var elapsed time.Duration
-	if e, ok := c.base.(elapsedClock); ok {
-		elapsed = e.Since(c.start)
+	if e, ok := c.mono.(elapsedClock); ok {
+		elapsed = e.Since(c.monoStart)
 	} else {
-		elapsed = now.Sub(c.start)
+		elapsed = c.mono.Now().Sub(c.monoStart)
 	}
 	limit := c.start.UnixNano() + int64(elapsed) + int64(MaxClockStep)
 	if ahead := now.UnixNano() - limit; ahead > 0 {

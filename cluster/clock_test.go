@@ -74,3 +74,22 @@ func TestClockJumpRefillsNothingAndForgetsNoID(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ds[0].Duplicate, "the request id is still remembered")
 }
+
+// An OffsetClock's step is a step of the wall clock, not time passing: the
+// stamp clock over it holds a forward step to MaxClockStep. (Time.Add moves
+// a reading's monotonic part too, so measured on the OffsetClock's own
+// readings the step looked like elapsed time and passed whole; the fault
+// suite's clock-jump-ahead found stamps 2 s ahead.)
+func TestStampClockHoldsAnOffsetClocksStep(t *testing.T) {
+	oc := NewOffsetClock(SystemClock{})
+	sc := newStampClock(oc, nil)
+	before := time.Now()
+	oc.SetOffset(10 * time.Second)
+	got := sc.Now()
+	after := time.Now()
+	assert.False(t, got.After(after.Add(MaxClockStep)), "stamp %v is more than MaxClockStep past the real time %v", got, after)
+	assert.True(t, got.After(before), "the stamp still moves forward")
+	assert.Positive(t, sc.HeldBack())
+	oc.SetOffset(-time.Second)
+	assert.WithinDuration(t, time.Now().Add(-time.Second), sc.Now(), 100*time.Millisecond, "a step back is followed")
+}

@@ -31,8 +31,9 @@ func (s *strobe) stop() {
 }
 
 // setOffset sets node i's clock offset through its debug listener and
-// remembers it.
-func (c *Cluster) setOffset(ctx context.Context, i int, off time.Duration) error {
+// remembers it, with credit as the clock slack the checkers may give it
+// (see ClockOffsets).
+func (c *Cluster) setOffset(ctx context.Context, i int, off, credit time.Duration) error {
 	if _, err := c.node(i); err != nil {
 		return err
 	}
@@ -56,8 +57,8 @@ func (c *Cluster) setOffset(ctx context.Context, i int, off time.Duration) error
 	}
 	c.mu.Lock()
 	c.offsets[i] = off
-	if a := abs(off); a > c.maxSkew[i] {
-		c.maxSkew[i] = a
+	if credit > c.maxSkew[i] {
+		c.maxSkew[i] = credit
 	}
 	c.mu.Unlock()
 	return nil
@@ -93,7 +94,7 @@ func (c *Cluster) Clock(ctx context.Context, i int) (time.Duration, error) {
 // start event under name. The offset lasts until ResetClocks or until the
 // process restarts (a new process starts unskewed).
 func (c *Cluster) SetClock(ctx context.Context, name string, i int, offset time.Duration) error {
-	if err := c.setOffset(ctx, i, offset); err != nil {
+	if err := c.setOffset(ctx, i, offset, abs(offset)); err != nil {
 		return err
 	}
 	c.recordStart(faultClock, name, map[string]string{"node": nodeID(i), "offset_ns": strconv.FormatInt(int64(offset), 10)})
@@ -112,7 +113,7 @@ func (c *Cluster) StrobeClock(ctx context.Context, name string, i int, delta, in
 		return fmt.Errorf("control: strobe: delta and interval must be positive, got %v and %v", delta, interval)
 	}
 	c.stopStrobe()
-	if err := c.setOffset(ctx, i, delta); err != nil {
+	if err := c.setOffset(ctx, i, delta, abs(delta)); err != nil {
 		return err
 	}
 	var sctx context.Context
@@ -148,7 +149,7 @@ func (c *Cluster) StrobeClock(ctx context.Context, name string, i int, delta, in
 			case <-t.C:
 			}
 			off = -off
-			if err := c.setOffset(sctx, i, off); err != nil && sctx.Err() == nil {
+			if err := c.setOffset(sctx, i, off, abs(off)); err != nil && sctx.Err() == nil {
 				c.log.Debug("clock strobe flip failed", "node", nodeID(i), "err", err)
 			}
 		}
@@ -164,6 +165,24 @@ func (c *Cluster) stopStrobe() {
 	if st != nil {
 		st.stop()
 	}
+}
+
+// MaxClockStep is how far a running node's stamps follow its clock stepping
+// forward (cluster.MaxClockStep): a step beyond is held back to it.
+const MaxClockStep = time.Second
+
+// SetClockFar steps node i's running clock forward by offset, beyond what
+// the clock guard lets stamp, and records a start event under name. The
+// node's stamps follow the step by at most MaxClockStep, and only until
+// its next clock check marks it off, so that is the slack the checkers get
+// for it, not offset.
+func (c *Cluster) SetClockFar(ctx context.Context, name string, i int, offset time.Duration) error {
+	if err := c.setOffset(ctx, i, offset, min(abs(offset), MaxClockStep)); err != nil {
+		return err
+	}
+	c.recordStart(faultClock, name, map[string]string{"node": nodeID(i), "offset_ns": strconv.FormatInt(int64(offset), 10), "credit": MaxClockStep.String()})
+	c.log.Info("clock stepped far ahead", "nemesis", name, "node", nodeID(i), "offset", offset)
+	return nil
 }
 
 // startOffsetEnv is the environment variable a faultinject binary reads its
@@ -205,7 +224,7 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 	var errs []error
 	var reset []string
 	for _, i := range c.skewedRunning() {
-		if err := c.setOffset(ctx, i, 0); err != nil {
+		if err := c.setOffset(ctx, i, 0, 0); err != nil {
 			errs = append(errs, err)
 			continue
 		}

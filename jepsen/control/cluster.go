@@ -378,6 +378,7 @@ const (
 	NemTermLeader        = "term-leader"
 	NemUpgradeRoll       = "upgrade-roll"
 	NemClockRestartAhead = "clock-restart-ahead"
+	NemClockJumpAhead    = "clock-jump-ahead"
 )
 
 // NemesisNames lists every nemesis name Mix knows, in a fixed order.
@@ -385,7 +386,7 @@ func NemesisNames() []string {
 	return []string{
 		NemKill, NemKillLeader, NemKillMinority, NemPause,
 		NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionRing, NemPartitionBridge,
-		NemClockBump, NemClockStrobe, NemClockRestartAhead, NemLeaveRejoin, NemTermLeader, NemUpgradeRoll,
+		NemClockBump, NemClockStrobe, NemClockRestartAhead, NemClockJumpAhead, NemLeaveRejoin, NemTermLeader, NemUpgradeRoll,
 	}
 }
 
@@ -397,7 +398,7 @@ func NemesisNames() []string {
 // majorities through symmetric cuts).
 func (c *Cluster) Supports(kind string) bool {
 	switch kind {
-	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemClockRestartAhead, NemLeaveRejoin, NemTermLeader:
+	case NemKill, NemKillLeader, NemKillMinority, NemPause, NemClockBump, NemClockStrobe, NemClockRestartAhead, NemClockJumpAhead, NemLeaveRejoin, NemTermLeader:
 		return true
 	case NemPartitionOne, NemPartitionLeader, NemPartitionHalves, NemPartitionBridge:
 		return c.useNS

@@ -197,6 +197,9 @@ type Nemesis struct {
 //   - clock-bump: one random node's offset to +D or -D (Options.ClockSkew);
 //     clock-strobe: one random node flips between +D and -D every
 //     Options.StrobeInterval; Stop resets every offset to 0.
+//   - clock-jump-ahead: one random running node's clock steps
+//     Options.FarClockOffset forward (SetClockFar: slack MaxClockStep, what
+//     its stamps can follow before the guard stops it); Stop resets it.
 //   - clock-restart-ahead: one random node is stopped gracefully and
 //     started again with its clock Options.FarClockOffset ahead from its
 //     first instant (StartAhead: no slack for the checkers); Stop sets it
@@ -332,6 +335,15 @@ func (c *Cluster) nemesis(rng *rand.Rand, name string) (Nemesis, bool) {
 				off = -off
 			}
 			return c.SetClock(ctx, name, nodes[0], off)
+		}
+		nm.Stop = c.ResetClocks
+	case NemClockJumpAhead:
+		nm.Start = func(ctx context.Context) error {
+			nodes, err := reachable(1)
+			if err != nil {
+				return err
+			}
+			return c.SetClockFar(ctx, name, nodes[0], c.opts.FarClockOffset)
 		}
 		nm.Stop = c.ResetClocks
 	case NemClockRestartAhead:

@@ -51,7 +51,7 @@ var mixes = map[string]struct {
 	"crash":      {3, []string{"kill", "kill-leader", "pause"}, 0},
 	"partition":  {3, []string{"partition-one", "partition-leader", "partition-halves"}, 0},
 	"partition5": {5, []string{"partition-ring", "partition-bridge", "kill-minority", "partition-halves"}, 0},
-	"clock":      {3, []string{"clock-bump", "clock-strobe", "clock-restart-ahead", "partition-leader"}, 0},
+	"clock":      {3, []string{"clock-bump", "clock-strobe", "clock-restart-ahead", "clock-jump-ahead", "partition-leader"}, 0},
 	"membership": {3, []string{"leave-rejoin", "kill"}, 0},
 	"restart":    {3, []string{"term-leader"}, 1250 * time.Millisecond},
 	// upgrade needs -upgrade-from: every node starts on that release and
