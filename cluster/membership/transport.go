@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/quorate/quorate/internal/connlimit"
 )
 
 // Limits on gossip's TCP streams, which memberlist reads whole (up to 20
@@ -30,12 +32,12 @@ const (
 // errStreamTooLong ends the read of a stream past MaxStreamBytes.
 var errStreamTooLong = errors.New("gossip stream longer than the limit")
 
-// StreamStats counts what boundedTransport did with incoming streams.
+// StreamStats counts what boundedTransport did with incoming streams:
+// Admitted and Refused by the caps, Truncated at MaxStreamBytes, Open now
+// and the most at once (Peak).
 type StreamStats struct {
-	Accepted, Refused, Truncated uint64
-	// Open is how many admitted streams are open, and PeakOpen the most
-	// that ever were at once.
-	Open, PeakOpen int
+	Admitted, Refused, Truncated uint64
+	Open, Peak                   int
 }
 
 // boundedTransport is memberlist's NetTransport with incoming streams
@@ -44,16 +46,11 @@ type StreamStats struct {
 // at a time and hands it over before it reads the next.
 type boundedTransport struct {
 	*memberlist.NetTransport
-	streams chan net.Conn
-	done    chan struct{}
-	stop    sync.Once
-	logger  *log.Logger
-
-	mu     sync.Mutex
-	open   int
-	peak   int
-	perIP  map[string]int
-	counts struct{ accepted, refused, truncated atomic.Uint64 }
+	streams   chan net.Conn
+	done      chan struct{}
+	stop      sync.Once
+	caps      *connlimit.Counter
+	truncated atomic.Uint64
 }
 
 var _ memberlist.NodeAwareTransport = (*boundedTransport)(nil)
@@ -67,8 +64,7 @@ func newBoundedTransport(host string, port int, logger *log.Logger) (*boundedTra
 		NetTransport: inner,
 		streams:      make(chan net.Conn),
 		done:         make(chan struct{}),
-		logger:       logger,
-		perIP:        map[string]int{},
+		caps:         connlimit.New(MaxStreams, MaxStreamsPerIP),
 	}
 	go t.admit()
 	return t, nil
@@ -95,22 +91,12 @@ func (t *boundedTransport) admit() {
 		case <-t.done:
 			return
 		}
-		ip := remoteIP(conn)
-		t.mu.Lock()
-		ok := t.open < MaxStreams && t.perIP[ip] < MaxStreamsPerIP
-		if ok {
-			t.open++
-			t.peak = max(t.peak, t.open)
-			t.perIP[ip]++
-		}
-		t.mu.Unlock()
-		if !ok {
-			t.counts.refused.Add(1)
+		ip := connlimit.RemoteIP(conn)
+		if !t.caps.Admit(ip) {
 			_ = conn.Close()
 			continue
 		}
-		t.counts.accepted.Add(1)
-		bc := &boundedConn{Conn: conn, left: MaxStreamBytes, t: t, ip: ip}
+		bc := &boundedConn{Conn: t.caps.Wrap(conn, ip), left: MaxStreamBytes, truncated: &t.truncated}
 		select {
 		case t.streams <- bc:
 		case <-t.done:
@@ -122,34 +108,21 @@ func (t *boundedTransport) admit() {
 
 // Stats returns the stream counts so far.
 func (t *boundedTransport) Stats() StreamStats {
-	t.mu.Lock()
-	open, peak := t.open, t.peak
-	t.mu.Unlock()
-	return StreamStats{Accepted: t.counts.accepted.Load(), Refused: t.counts.refused.Load(), Truncated: t.counts.truncated.Load(),
-		Open: open, PeakOpen: peak}
+	c := t.caps.Stats()
+	return StreamStats{Admitted: c.Admitted, Refused: c.Refused, Truncated: t.truncated.Load(), Open: c.Open, Peak: c.Peak}
 }
 
-func remoteIP(c net.Conn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	return host
-}
-
-// boundedConn is an admitted stream: it reads at most MaxStreamBytes and
-// gives its slot back when closed.
+// boundedConn is an admitted stream: it reads at most MaxStreamBytes (its
+// place in the caps is given back when it is closed).
 type boundedConn struct {
-	net.Conn
-	left   int
-	t      *boundedTransport
-	ip     string
-	closed sync.Once
+	*connlimit.Conn
+	left      int
+	truncated *atomic.Uint64
 }
 
 func (c *boundedConn) Read(p []byte) (int, error) {
 	if c.left <= 0 {
-		c.t.counts.truncated.Add(1)
+		c.truncated.Add(1)
 		return 0, errStreamTooLong
 	}
 	if len(p) > c.left {
@@ -158,16 +131,4 @@ func (c *boundedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.left -= n
 	return n, err
-}
-
-func (c *boundedConn) Close() error {
-	c.closed.Do(func() {
-		c.t.mu.Lock()
-		c.t.open--
-		if c.t.perIP[c.ip]--; c.t.perIP[c.ip] <= 0 {
-			delete(c.t.perIP, c.ip)
-		}
-		c.t.mu.Unlock()
-	})
-	return c.Conn.Close()
 }

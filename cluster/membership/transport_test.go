@@ -77,7 +77,7 @@ func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
 	// holds now.
 	require.Eventually(t, func() bool {
 		st := a.StreamStats()
-		return st.Accepted+st.Refused >= uint64(len(conns))
+		return st.Admitted+st.Refused >= uint64(len(conns))
 	}, 30*time.Second, 10*time.Millisecond, "the node never took every connection: %+v", a.StreamStats())
 	var after runtime.MemStats
 	runtime.GC()
@@ -87,7 +87,7 @@ func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
 
 	st := a.StreamStats()
 	assert.Less(t, grew, int64(50<<20), "the attack took memory")
-	assert.LessOrEqual(t, st.PeakOpen, MaxStreams, "streams open at once beyond the cap")
+	assert.LessOrEqual(t, st.Peak, MaxStreams, "streams open at once beyond the cap")
 	assert.Positive(t, st.Truncated, "no stream was cut at MaxStreamBytes")
 	assert.Equal(t, Alive, stateOf(a, "b"), "gossip between the members went on")
 	assert.Equal(t, Alive, stateOf(b, "a"))
@@ -110,10 +110,10 @@ func TestGossipPortCapsStreamsPerAddress(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		st := a.StreamStats()
-		return st.Accepted+st.Refused == uint64(len(conns))
+		return st.Admitted+st.Refused == uint64(len(conns))
 	}, 5*time.Second, 5*time.Millisecond)
 	st := a.StreamStats()
-	assert.Equal(t, uint64(MaxStreamsPerIP), st.Accepted)
+	assert.Equal(t, uint64(MaxStreamsPerIP), st.Admitted)
 	assert.Equal(t, MaxStreamsPerIP, st.Open)
 	assert.Equal(t, uint64(2*MaxStreamsPerIP), st.Refused)
 	for _, c := range conns {

@@ -2,9 +2,9 @@ package main
 
 import (
 	"net"
-	"sync"
-	"sync/atomic"
 	"syscall"
+
+	"github.com/quorate/quorate/internal/connlimit"
 )
 
 // Caps on the HTTP port's connections. Each open connection holds a file
@@ -24,21 +24,16 @@ func defaultMaxHTTPConns() int {
 	return int(min(l.Cur/2, 16384))
 }
 
-// limitListener admits at most max connections at once, and at most perIP
-// from one address; one beyond is closed as soon as it is accepted (so that
-// the kernel's backlog never fills), and counted in refused.
+// limitListener admits connections within a connlimit.Counter's caps; one
+// beyond is closed as soon as it is accepted (so that the kernel's backlog
+// never fills).
 type limitListener struct {
 	net.Listener
-	max, perIP int
-
-	mu      sync.Mutex
-	open    int
-	byIP    map[string]int
-	refused atomic.Uint64
+	caps *connlimit.Counter
 }
 
 func newLimitListener(ln net.Listener, max, perIP int) *limitListener {
-	return &limitListener{Listener: ln, max: max, perIP: perIP, byIP: map[string]int{}}
+	return &limitListener{Listener: ln, caps: connlimit.New(max, perIP)}
 }
 
 // Accept returns the next connection within the caps.
@@ -48,42 +43,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := c.RemoteAddr().String()
-		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			ip = a.IP.String()
-		}
-		l.mu.Lock()
-		ok := l.open < l.max && l.byIP[ip] < l.perIP
-		if ok {
-			l.open++
-			l.byIP[ip]++
-		}
-		l.mu.Unlock()
-		if !ok {
-			l.refused.Add(1)
+		ip := connlimit.RemoteIP(c)
+		if !l.caps.Admit(ip) {
 			_ = c.Close()
 			continue
 		}
-		return &limitedConn{Conn: c, l: l, ip: ip}, nil
+		return l.caps.Wrap(c, ip), nil
 	}
-}
-
-// limitedConn gives its place back when closed.
-type limitedConn struct {
-	net.Conn
-	l    *limitListener
-	ip   string
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.open--
-		if c.l.byIP[c.ip]--; c.l.byIP[c.ip] <= 0 {
-			delete(c.l.byIP, c.ip)
-		}
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
 }
