@@ -146,7 +146,7 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), cycles.Load() }
 	})
 	n.checkMemory()
-	base, stateBefore := n.memLive.Load(), n.stateBytes()
+	base, stateBefore := n.memoryEstimate(), n.stateBytes()
 	var reqs []fsm.AllowRequest
 	for i := range 100 {
 		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("c%03d", i), Cost: 1, RequestID: fmt.Sprintf("r%03d", i)})
@@ -154,7 +154,7 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 	_, err := n.Allow(ctx(t), reqs)
 	require.NoError(t, err)
 	n.checkMemory()
-	grown := n.memLive.Load()
+	grown := n.memoryEstimate()
 	assert.Equal(t, n.stateBytes()-stateBefore, int64(grown-base), "the state added counts before any collection")
 
 	// A collection sees it live; then everything goes (buckets full again,
@@ -165,7 +165,7 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 	clock.Advance(10 * time.Minute)
 	n.reclaim()
 	n.checkMemory()
-	assert.Equal(t, base, n.memLive.Load(), "state gone since the last collection no longer counts")
+	assert.Equal(t, base, n.memoryEstimate(), "state gone since the last collection no longer counts")
 }
 
 // --max-clients holds when calls of new clients arrive together: a bucket

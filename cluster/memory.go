@@ -31,7 +31,7 @@ import (
 // yet collected and memory not yet returned to the system.
 const (
 	memoryShedAt        = 0.7
-	memoryCheckInterval = 10 * time.Millisecond
+	memoryCheckInterval = 100 * time.Millisecond
 	// memoryGCEvery is how often at most checkMemory collects to learn the
 	// live heap (see there).
 	memoryGCEvery = time.Second
@@ -114,13 +114,12 @@ func (n *Node) stateBytes() int64 {
 	return b
 }
 
-// checkMemory estimates the live heap and sets whether the node sheds new
-// state. The runtime's live figure is as old as the last collection, and
-// state can grow fast between two (a collection may wait for the heap to
-// double), so the estimate is that figure plus what the replicas' state
-// grew (or shrank) by since (fsm.FSM.StateBytes). When the heap's objects, garbage
-// included, pass the shedding point while the estimate is under it, it
-// collects (at most every memoryGCEvery) to learn the truth.
+// checkMemory reads the runtime's live heap after each collection, with the
+// replicas' state size at that moment (see memoryEstimate: the runtime's
+// figure is as old as the last collection, and a collection may wait for
+// the heap to double). When the heap's objects, garbage included, pass the
+// shedding point while the live figure is under it, it collects (at most
+// every memoryGCEvery) to learn the truth.
 func (n *Node) checkMemory() {
 	read := n.opts.readHeap
 	if read == nil {
@@ -135,14 +134,11 @@ func (n *Node) checkMemory() {
 		runtime.GC()
 		live, _, cycles = read()
 	}
-	state := n.stateBytes()
-	if cycles != n.memCycles {
-		n.memCycles, n.memStateAtGC = cycles, state
+	if at := n.memAtGC.Load(); at == nil || cycles != n.memCycles || live != at.live {
+		n.memCycles = cycles
+		n.memAtGC.Store(&heapAtGC{live: live, state: n.stateBytes()})
 	}
-	// State that went away since is garbage, no longer live: the estimate
-	// falls with it (reclaim, expired ids) without waiting for a collection.
-	live = uint64(max(int64(live)+state-n.memStateAtGC, 0))
-	n.memLive.Store(live)
+	live = n.memoryEstimate()
 	shed := n.memoryHigh()
 	if n.memShed.Swap(shed) != shed {
 		if shed {
@@ -154,13 +150,32 @@ func (n *Node) checkMemory() {
 	}
 }
 
-// memoryHigh reports whether the live heap, as last read, plus what the
-// pending decisions may add reaches memoryShedAt of the budget.
+// heapAtGC is what checkMemory saw at the last collection.
+type heapAtGC struct {
+	live  uint64 // the runtime's live heap
+	state int64  // the replicas' StateBytes then
+}
+
+// memoryEstimate is the live heap now: what the last collection found, plus
+// what the replicas' state grew (or shrank) by since. State that went away
+// is garbage, no longer live, so the estimate falls with it (reclaim,
+// expired ids) without waiting for a collection, and state added counts
+// at once. It is read on the decision path: a few atomic loads.
+func (n *Node) memoryEstimate() uint64 {
+	at := n.memAtGC.Load()
+	if at == nil {
+		return 0
+	}
+	return uint64(max(int64(at.live)+n.stateBytes()-at.state, 0))
+}
+
+// memoryHigh reports whether the live heap estimate plus what the pending
+// decisions may add reaches memoryShedAt of the budget.
 func (n *Node) memoryHigh() bool {
 	if n.opts.MaxMemory <= 0 {
 		return false
 	}
-	return float64(n.memLive.Load())+float64(max(n.pending.Load(), 0))*memoryPerPending >= memoryShedAt*float64(n.opts.MaxMemory)
+	return float64(n.memoryEstimate())+float64(max(n.pending.Load(), 0))*memoryPerPending >= memoryShedAt*float64(n.opts.MaxMemory)
 }
 
 // memoryErr returns errMemoryBudget if the node sheds new state and one of
@@ -176,7 +191,7 @@ func (n *Node) memoryErr(g groupReplica, reqs []fsm.AllowRequest) error {
 		}
 		if r.RequestID != "" || !rg.Known(r.Client) {
 			return fmt.Errorf("%w: this node's live heap is %d MiB with %d decisions pending, of a %d MiB budget; it decides for the clients it holds, without request ids",
-				errMemoryBudget, n.memLive.Load()>>20, n.pending.Load(), n.opts.MaxMemory>>20)
+				errMemoryBudget, n.memoryEstimate()>>20, n.pending.Load(), n.opts.MaxMemory>>20)
 		}
 	}
 	return nil

@@ -65,7 +65,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		clockOff: prometheus.NewDesc("quorate_clock_off",
 			"1 while this node's clock is not known to be in bounds (not yet checked since the node started, or further than half of --max-clock-offset from its peers' median): it stamps no decisions and hands its leadership over.", nil, nil),
 		memLive: prometheus.NewDesc("quorate_memory_live_bytes",
-			"The live heap as estimated every 10 ms: what the last garbage collection found live, plus what the replicas' state grew by since.", nil, nil),
+			"The live heap as estimated: what the last garbage collection found live, plus what the replicas' state grew or shrank by since.", nil, nil),
 		memBudget: prometheus.NewDesc("quorate_memory_budget_bytes", "This node's memory budget (--max-memory; 0: none).", nil, nil),
 		memShed: prometheus.NewDesc("quorate_memory_shedding",
 			"1 while the estimated live heap, with what pending decisions may add, is at 70% of the memory budget or more: new clients and request ids are refused with 503 overloaded.", nil, nil),
@@ -138,7 +138,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)
-	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.memLive.Load()))
+	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.memoryEstimate()))
 	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(n.opts.MaxMemory))
 	shed := 0.0
 	if n.memShed.Load() {

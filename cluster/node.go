@@ -76,16 +76,16 @@ type Node struct {
 	clock     atomic.Int32
 	clockSkew atomic.Int64
 	clockCh   chan struct{} // check the clock now
-	// memLive and memShed: the live heap as checkMemory last read it, and
-	// whether the node refuses new state (see memory.go).
-	memLive atomic.Uint64
+	// memAtGC is the live heap the last collection found and the replicas'
+	// state size then (see memoryEstimate); memShed whether the node
+	// refused new state at checkMemory's last run (for its log).
+	memAtGC atomic.Pointer[heapAtGC]
 	memShed atomic.Bool
 	// memMu guards what checkMemory keeps between runs: when it last
-	// collected, and the collection count and state size it last saw.
-	memMu        sync.Mutex
-	memGC        time.Time
-	memCycles    uint64
-	memStateAtGC int64
+	// collected, and the collection count it last saw.
+	memMu     sync.Mutex
+	memGC     time.Time
+	memCycles uint64
 
 	fwdMu      sync.Mutex
 	forwarders map[string]*forwarder
