@@ -70,17 +70,20 @@ func (n *Node) supportedClusterVersion() (uint32, string) {
 // the meta group's to what every member supports, and every data group's
 // to the meta group's. It runs with reconcile.
 func (n *Node) raiseClusterVersion() {
-	if n.meta.Serving() {
+	top := n.maxClusterVersion()
+	if n.meta.Serving() && n.meta.FSM.ClusterVersion() < top {
 		want, by := n.supportedClusterVersion()
 		if have := n.meta.FSM.ClusterVersion(); want > have {
 			n.applyClusterVersion(n.meta, want, "the cluster version moved up: every member runs it")
-		} else if by != "" && have < fsm.MaxClusterVersion {
+		} else if by != "" {
 			n.logger.Debug("cluster version held back", "version", have, "by", by)
 		}
 	}
+	// Only groups below this binary's highest version can move: once every
+	// group served here is there, nothing is asked of the meta group.
 	var behind []*raftgroup.Group
 	for _, g := range n.groups {
-		if g.Serving() {
+		if g.Serving() && g.FSM.ClusterVersion() < top {
 			behind = append(behind, g)
 		}
 	}
