@@ -23,14 +23,7 @@ func TestStateBytesFollowsTheState(t *testing.T) {
 	assert.Zero(t, f.StateBytes())
 	before := liveHeap()
 	const n = 50_000
-	reqs := make([]fsm.AllowRequest, 1000)
-	for i := range n / len(reqs) {
-		for j := range reqs {
-			k := i*len(reqs) + j
-			reqs[j] = fsm.AllowRequest{Client: fmt.Sprintf("%0256d", k), Cost: 1, RequestID: fmt.Sprintf("%0128d", k)}
-		}
-		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
-	}
+	applyNewClients(f, n, 256, 128)
 	grew := float64(liveHeap() - before)
 	est := float64(f.StateBytes())
 	t.Logf("heap grew %.0f bytes a decision, StateBytes says %.0f", grew/n, est/n)
@@ -53,14 +46,7 @@ func TestMemoryFollowsTheState(t *testing.T) {
 	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale), DedupMax: 1 << 20})
 	start := liveHeap()
 	const n = 200_000
-	reqs := make([]fsm.AllowRequest, 1000)
-	for i := range n / len(reqs) {
-		for j := range reqs {
-			k := i*len(reqs) + j
-			reqs[j] = fsm.AllowRequest{Client: fmt.Sprintf("%064d", k), Cost: 1, RequestID: fmt.Sprintf("%032d", k)}
-		}
-		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
-	}
+	applyNewClients(f, n, 64, 32)
 	peak := liveHeap()
 	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(10 * time.Minute)})
 	require.Zero(t, f.Buckets())
@@ -68,6 +54,19 @@ func TestMemoryFollowsTheState(t *testing.T) {
 	t.Logf("heap: %.1f MiB at start, %.1f MiB at the peak, %.1f MiB once reclaimed", float64(start)/(1<<20), float64(peak)/(1<<20), float64(end)/(1<<20))
 	assert.Less(t, end-start, int64(4<<20), "the emptied maps and windows kept their peak size")
 	runtime.KeepAlive(f)
+}
+
+// applyNewClients decides one request each for n new clients, with client
+// ids of clientLen bytes and request ids of idLen, in entries of 1,000.
+func applyNewClients(f *fsm.FSM, n, clientLen, idLen int) {
+	reqs := make([]fsm.AllowRequest, 1000)
+	for i := range n / len(reqs) {
+		for j := range reqs {
+			k := i*len(reqs) + j
+			reqs[j] = fsm.AllowRequest{Client: fmt.Sprintf("%0*d", clientLen, k), Cost: 1, RequestID: fmt.Sprintf("%0*d", idLen, k)}
+		}
+		f.ApplyCommand(fsm.Encode(fsm.Allow{Stamp: at(0), Requests: reqs}))
+	}
 }
 
 // liveHeap collects and returns the heap in use.
