@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/jepsen/checker"
 )
 
@@ -66,18 +67,12 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 
 func (l *limitedBuffer) String() string { return string(l.b) }
 
-// clusterView is the part of GET /v1/cluster the upgrade check reads. A
-// node of the release before reports neither version field.
-type clusterView struct {
-	ClusterVersion int `json:"cluster_version"`
-	Nodes          []struct {
-		ID                string `json:"id"`
-		Version           string `json:"version"`
-		MaxClusterVersion int    `json:"max_cluster_version"`
-	} `json:"nodes"`
-}
+// clusterView is GET /v1/cluster's answer. A node of the release before
+// reports neither version field (they read as 0: the base version).
+type clusterView = api.ClusterStatus
 
-func (v clusterView) version() int { return max(v.ClusterVersion, baseClusterVersion) }
+// versionOf is the cluster version v reports.
+func versionOf(v clusterView) int { return max(int(v.ClusterVersion), baseClusterVersion) }
 
 // versionObs is one node's answer: the cluster version it reported, and
 // the latest moment it could have been computed (when it was read).
@@ -127,7 +122,7 @@ func (w *versionWatch) run(ctx context.Context, interval time.Duration) {
 		for _, url := range w.targets {
 			if v, err := w.read(ctx, url); err == nil {
 				w.mu.Lock()
-				w.obs = append(w.obs, versionObs{at: time.Now(), node: url, version: v.version()})
+				w.obs = append(w.obs, versionObs{at: time.Now(), node: url, version: versionOf(v)})
 				w.mu.Unlock()
 			}
 		}
@@ -169,13 +164,13 @@ func settled(views map[string]clusterView) bool {
 	supported := 0
 	for _, v := range views {
 		for _, n := range v.Nodes {
-			if supported == 0 || max(n.MaxClusterVersion, baseClusterVersion) < supported {
-				supported = max(n.MaxClusterVersion, baseClusterVersion)
+			if m := max(int(n.MaxClusterVersion), baseClusterVersion); supported == 0 || m < supported {
+				supported = m
 			}
 		}
 	}
 	for _, v := range views {
-		if v.version() != supported {
+		if versionOf(v) != supported {
 			return false
 		}
 	}
@@ -201,7 +196,7 @@ func checkUpgrade(obs []versionObs, lastUpgraded time.Time, final map[string]clu
 	r.Summary["early"] = early
 	finalVersion := 0
 	for _, v := range final {
-		finalVersion = v.version()
+		finalVersion = versionOf(v)
 	}
 	r.Summary["final"] = finalVersion
 	switch {

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/quorate/quorate/api"
 )
 
 func TestCheckUpgrade(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	last := t0.Add(10 * time.Second)
-	view := func(cv int) map[string]clusterView {
+	view := func(cv uint32) map[string]clusterView {
 		return map[string]clusterView{"http://n1": {ClusterVersion: cv}}
 	}
 	obs := []versionObs{{t0, "n1", 1}, {t0.Add(9 * time.Second), "n2", 0}, {last.Add(time.Second), "n1", 2}}
@@ -28,15 +30,13 @@ func TestCheckUpgrade(t *testing.T) {
 }
 
 func TestSettled(t *testing.T) {
-	type n = struct {
-		ID                string `json:"id"`
-		Version           string `json:"version"`
-		MaxClusterVersion int    `json:"max_cluster_version"`
+	newNodes := []api.NodeStatus{{ID: "n1", Version: "v", MaxClusterVersion: 2}, {ID: "n2", Version: "v", MaxClusterVersion: 2}}
+	mixed := []api.NodeStatus{{ID: "n1", Version: "v", MaxClusterVersion: 2}, {ID: "n2"}}
+	view := func(cv uint32, nodes []api.NodeStatus) clusterView {
+		return clusterView{ClusterVersion: cv, Nodes: nodes}
 	}
-	newNodes := []n{{"n1", "v", 2}, {"n2", "v", 2}}
-	mixed := []n{{"n1", "v", 2}, {"n2", "", 0}}
-	assert.True(t, settled(map[string]clusterView{"a": {2, newNodes}, "b": {2, newNodes}}))
-	assert.False(t, settled(map[string]clusterView{"a": {2, newNodes}, "b": {1, newNodes}}), "b has not moved yet")
-	assert.True(t, settled(map[string]clusterView{"a": {0, mixed}}), "an old node holds the version at the base")
+	assert.True(t, settled(map[string]clusterView{"a": view(2, newNodes), "b": view(2, newNodes)}))
+	assert.False(t, settled(map[string]clusterView{"a": view(2, newNodes), "b": view(1, newNodes)}), "b has not moved yet")
+	assert.True(t, settled(map[string]clusterView{"a": view(0, mixed)}), "an old node holds the version at the base")
 	assert.False(t, settled(map[string]clusterView{}))
 }

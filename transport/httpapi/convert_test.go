@@ -8,8 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/fsm"
 )
+
+// The api package states the identifier limits the state machine enforces.
+func TestAPILimitsAreTheStateMachines(t *testing.T) {
+	assert.Equal(t, fsm.MaxClientLen, api.MaxClientLen)
+	assert.Equal(t, fsm.MaxRequestIDLen, api.MaxRequestIDLen)
+}
 
 // GET /v1/cluster answers what it answered when it wrote cluster.Status
 // itself: the conversion to api.ClusterStatus drops and renames nothing.
