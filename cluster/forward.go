@@ -267,11 +267,14 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) ([]byte, e
 	return nil, fmt.Errorf("%w: forward to %s: %w", ErrOutcomeUnknown, addr, err)
 }
 
-// serveForwarded is the leader's side of forward.
+// serveForwarded is the leader's side of forward. Decisions carry their
+// policy's rate only once the cluster version says every member reads it:
+// a node of the release before cannot decode the answer otherwise.
 func (n *Node) serveForwarded(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := peerrpc.DecodeAllowReq(body)
 	if err != nil {
 		return nil, err
 	}
-	return peerrpc.AppendAllowResp(nil, n.allowLocalItems(ctx, req.Items)), nil
+	resp := n.allowLocalItems(ctx, req.Items)
+	return peerrpc.AppendAllowResp(nil, resp, n.ClusterVersion() >= fsm.ClusterVersionOriginsAlways), nil
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -119,4 +121,42 @@ func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
 	assert.False(t, seen[e], "the restarted process got a new epoch, not %d again", e)
 	d := allowOne(t, tc.nodes[1], "a", 1)
 	assert.Equal(t, e, uint32(d.Origin>>40), "its decisions carry it")
+}
+
+// A leader answers forwarded decisions with their policy's rate only from
+// cluster version 2 on; before, in exactly the layout a node of the
+// release before reads, so no decision it forwards knows its rate. Its own
+// callers' decisions know it either way.
+func TestForwardedDecisionsCarryTheirRateFromClusterVersion2(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		known   bool
+	}{{fsm.BaseClusterVersion, false}, {fsm.ClusterVersionOriginsAlways, true}} {
+		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = c.version })
+		require.Eventually(t, func() bool { return n.ClusterVersion() == c.version }, 10*time.Second, 5*time.Millisecond)
+		setTier(t, n, "pro", 10, 3)
+		require.NoError(t, n.SetClientTier(ctx(t), "p", "pro"))
+
+		req := peerrpc.AllowReq{Items: []peerrpc.AllowItem{
+			{Group: GroupOf("p", len(n.groups)), Requests: []fsm.AllowRequest{{Client: "p", Cost: 1}}},
+		}}
+		data, err := n.forward(ctx(t), n.RaftAddr(), peerrpc.AppendAllowReq(nil, req))
+		require.NoError(t, err)
+		resp, err := peerrpc.DecodeAllowResp(data)
+		require.NoError(t, err)
+		require.Len(t, resp.Items, 1)
+		require.Nil(t, resp.Items[0].Error)
+		require.Len(t, resp.Items[0].Decisions, 1)
+		d := resp.Items[0].Decisions[0]
+		assert.Equal(t, c.known, d.RateKnown, "cluster version %d", c.version)
+		if c.known {
+			assert.Equal(t, int64(3*bucket.Scale), d.Rate)
+		} else {
+			assert.Equal(t, peerrpc.AppendAllowResp(nil, resp, false), data, "the released layout")
+		}
+
+		local := allowOne(t, n, "p", 1)
+		assert.True(t, local.RateKnown, "cluster version %d: decided here", c.version)
+		assert.Equal(t, int64(3*bucket.Scale), local.Rate)
+	}
 }

@@ -16,6 +16,14 @@ type Decision struct {
 	bucket.Decision
 	// Tier is the tier whose policy decided, or bucket.DefaultTierName.
 	Tier string
+	// Rate is the refill rate of the policy that decided, in nanotokens per
+	// second (bucket.Policy.Rate; 0 is a bucket that never refills). It
+	// means something only when RateKnown is set: a zero Decision, an
+	// Unresolved one, one remembered before the cluster version kept rates
+	// (ClusterVersionOriginsAlways) or restored from a snapshot older than
+	// format 3, and one forwarded by a leader that sends no rate, do not
+	// know it.
+	Rate int64
 	// Stamp is the group time the decision was made at (nanoseconds since
 	// the epoch): max(leader's stamp, group high-water time).
 	Stamp int64
@@ -35,6 +43,8 @@ type Decision struct {
 	// decision for the request but may have forgotten one. Nothing was
 	// decided; whether the first proposal was applied is unknown.
 	Unresolved bool
+	// RateKnown reports that Rate is the deciding policy's rate (see Rate).
+	RateKnown bool
 }
 
 // AllowResult is the result of applying an Allow: one decision per request,
@@ -309,7 +319,13 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 	d.Origin = r.Origin
 	d.MaybeDuplicate = w == f.dedup && now <= f.idsForgottenUntil
 	if w != nil {
-		if n, newest := w.put(k, d); n > 0 && w == f.dedup {
+		kept := d
+		if f.clusterVersion < ClusterVersionOriginsAlways {
+			// Snapshots of format 2 hold no rate: a replica restored from
+			// one must answer a duplicate as the others do.
+			kept.Rate, kept.RateKnown = 0, false
+		}
+		if n, newest := w.put(k, kept); n > 0 && w == f.dedup {
 			f.evictedEarly.Add(uint64(n))
 			f.idsForgottenUntil = max(f.idsForgottenUntil, newest+w.window)
 		}
@@ -327,7 +343,7 @@ func (f *FSM) decide(client string, cost, now int64) Decision {
 	}
 	s, d := bucket.Decide(p, s, now, cost)
 	f.buckets.set(client, s)
-	return Decision{Decision: d, Tier: tier, Stamp: now}
+	return Decision{Decision: d, Tier: tier, Stamp: now, Rate: p.Rate, RateKnown: true}
 }
 
 func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {

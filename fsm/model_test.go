@@ -144,7 +144,7 @@ func (m *model) decide(r fsm.AllowRequest) fsm.Decision {
 	tier, p := m.resolve(r.Client)
 	tokens := m.balance(r.Client, p)
 	cost := big.NewRat(r.Cost, 1)
-	d := fsm.Decision{Tier: tier, Stamp: m.now}
+	d := fsm.Decision{Tier: tier, Stamp: m.now, Rate: p.Rate, RateKnown: true}
 	d.Limit = p.Capacity
 	if tokens.Cmp(cost) >= 0 {
 		d.Allowed = true
@@ -157,7 +157,11 @@ func (m *model) decide(r fsm.AllowRequest) fsm.Decision {
 	m.buckets[r.Client] = &modelBucket{tokens: tokens, last: m.now}
 	if r.RequestID != "" {
 		m.puts++
-		m.seen[key] = modelSeen{decision: d, seq: m.puts}
+		// At the base cluster version (the model's) the memory keeps no
+		// rate: format 2 snapshots cannot hold it.
+		kept := d
+		kept.Rate, kept.RateKnown = 0, false
+		m.seen[key] = modelSeen{decision: kept, seq: m.puts}
 	}
 	return d
 }

@@ -20,7 +20,10 @@ import (
 // version. Version 2 added origins: each remembered decision's origin, the
 // decisions remembered by origin, and the marks of forgotten origins.
 // Version 3 adds the cluster version and the count of origin epochs
-// allocated, and is written only once the cluster version is above
+// allocated, and a remembered decision's rate: a second flag bit says one
+// follows the decision's origin (formats 1 and 2 restore every rate as not
+// known, Decision.RateKnown false). It is written only once the cluster
+// version is above
 // BaseClusterVersion: until then a snapshot is version 2, which the
 // binaries of the release before can install. Every version is still read.
 const (
@@ -152,7 +155,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	for _, e := range s.dedup {
 		b = binenc.AppendString(b, e.key.client)
 		b = binenc.AppendString(b, e.key.id)
-		b = appendDecision(b, e.decision)
+		b = appendDecision(b, e.decision, format)
 		if err := flush(false); err != nil {
 			return err
 		}
@@ -160,7 +163,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	b = binary.AppendUvarint(b, uint64(len(s.byOrigin)))
 	for _, e := range s.byOrigin {
 		b = binenc.AppendString(b, e.key.client)
-		b = appendDecision(b, e.decision) // its origin is the key's
+		b = appendDecision(b, e.decision, format) // its origin is the key's
 		if err := flush(false); err != nil {
 			return err
 		}
@@ -179,10 +182,22 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	return flush(true)
 }
 
-func appendDecision(b []byte, d Decision) []byte {
+// The flags byte of a remembered decision. Formats 1 and 2 write only
+// snapAllowed (and read anything else as not allowed); format 3 refuses
+// bits it does not know.
+const (
+	snapAllowed   = 1 << iota
+	snapRateKnown // format 3: the rate follows the origin
+)
+
+func appendDecision(b []byte, d Decision, format byte) []byte {
 	flags := byte(0)
 	if d.Allowed {
-		flags = 1
+		flags = snapAllowed
+	}
+	rate := format >= 3 && d.RateKnown
+	if rate {
+		flags |= snapRateKnown
 	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, d.Remaining)
@@ -191,12 +206,23 @@ func appendDecision(b []byte, d Decision) []byte {
 	b = binary.AppendVarint(b, d.ResetAfter)
 	b = binenc.AppendString(b, d.Tier)
 	b = binary.AppendVarint(b, d.Stamp)
-	return binary.AppendUvarint(b, d.Origin)
+	b = binary.AppendUvarint(b, d.Origin)
+	if rate {
+		b = binary.AppendVarint(b, d.Rate)
+	}
+	return b
 }
 
 func (r *reader) decision(version byte) Decision {
 	var d Decision
-	d.Allowed = r.Byte() == 1
+	flags := r.Byte()
+	d.Allowed = flags == snapAllowed
+	if version >= 3 {
+		if r.Err == nil && flags&^(snapAllowed|snapRateKnown) != 0 {
+			r.Fail("remembered decision flags %#x", flags)
+		}
+		d.Allowed = flags&snapAllowed != 0
+	}
 	d.Remaining = r.Varint()
 	d.Limit = r.Varint()
 	d.RetryAfter = r.Varint()
@@ -205,6 +231,9 @@ func (r *reader) decision(version byte) Decision {
 	d.Stamp = r.Varint()
 	if version >= 2 {
 		d.Origin = r.Uvarint()
+	}
+	if version >= 3 && flags&snapRateKnown != 0 {
+		d.Rate, d.RateKnown = r.Varint(), true
 	}
 	return d
 }
@@ -385,6 +414,8 @@ func (s *snapshot) validateDedup(entries []dedupEntry, byOrigin bool) error {
 			return fmt.Errorf("remembered decisions not in log order at %d", i)
 		case e.decision.Stamp > s.highWater:
 			return fmt.Errorf("request %q/%#x decided at %d, after the group's time %d", k.id, k.origin, e.decision.Stamp, s.highWater)
+		case e.decision.RateKnown && (e.decision.Rate < 0 || e.decision.Rate > bucket.MaxRate):
+			return fmt.Errorf("request %q/%#x decided at a rate of %d, outside 0..%d", k.id, k.origin, e.decision.Rate, int64(bucket.MaxRate))
 		}
 		seen[k] = true
 		prev = e.decision.Stamp

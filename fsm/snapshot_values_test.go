@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/internal/binenc"
 )
 
 // Restore checks the values a snapshot holds, not only its format, and on
@@ -52,6 +53,14 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"mark after the group":     func(s *snapshot) { s.marks[7] = originMark{seq: 3, at: 6_000} },
 		"invalid default":          func(s *snapshot) { s.config.Default = bucket.Policy{Capacity: 0, Rate: 1} },
 		"over-long tier name":      func(s *snapshot) { s.tiers[0]["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
+		"rate above any policy": func(s *snapshot) {
+			s.clusterVersion = ClusterVersionOriginsAlways // format 3, which holds rates
+			s.dedup[0].decision.Rate, s.dedup[0].decision.RateKnown = bucket.MaxRate+1, true
+		},
+		"negative rate": func(s *snapshot) {
+			s.clusterVersion = ClusterVersionOriginsAlways
+			s.byOrigin[0].decision.Rate, s.byOrigin[0].decision.RateKnown = -1, true
+		},
 	}
 
 	var good bytes.Buffer
@@ -70,4 +79,41 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadSnapshot, name)
 		assert.Equal(t, before, f.MarshalSnapshot(), "%s: a refused restore changed the state", name)
 	}
+}
+
+// A remembered decision's rate is written only in format 3, behind a flag
+// bit; format 2 reads back as "rate not known", and format 3 refuses flag
+// bits it does not know.
+func TestRememberedDecisionFormats(t *testing.T) {
+	d := Decision{Decision: bucket.Decision{Allowed: true, Remaining: 3, Limit: 5, ResetAfter: 7}, Tier: "free", Stamp: 9, Origin: MakeOrigin(1, 2)}
+	read := func(data []byte, format byte) (Decision, error) {
+		r := &reader{binenc.Reader{B: data}}
+		got := r.decision(format)
+		return got, r.End()
+	}
+	for _, c := range []struct {
+		name   string
+		rate   int64
+		known  bool
+		format byte
+		want   Decision
+	}{
+		{"format 2 drops the rate", bucket.Scale, true, 2, d},
+		{"format 3 keeps it", bucket.Scale, true, 3, Decision{Decision: d.Decision, Tier: d.Tier, Stamp: d.Stamp, Origin: d.Origin, Rate: bucket.Scale, RateKnown: true}},
+		{"format 3 keeps a rate of 0", 0, true, 3, Decision{Decision: d.Decision, Tier: d.Tier, Stamp: d.Stamp, Origin: d.Origin, RateKnown: true}},
+		{"format 3 without a rate", 0, false, 3, d},
+	} {
+		in := d
+		in.Rate, in.RateKnown = c.rate, c.known
+		got, err := read(appendDecision(nil, in, c.format), c.format)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
+	assert.Equal(t, appendDecision(nil, d, 2), appendDecision(nil, Decision{Decision: d.Decision, Tier: d.Tier, Stamp: d.Stamp, Origin: d.Origin, Rate: 5, RateKnown: true}, 2),
+		"format 2 is the release before's, rate or not")
+
+	odd := appendDecision(nil, d, 3)
+	odd[0] |= 1 << 2
+	_, err := read(odd, 3)
+	assert.Error(t, err, "format 3: an unknown flag bit")
 }

@@ -24,7 +24,10 @@ const (
 	// a first attempt the group may have forgotten is Unresolved. A retry
 	// that overtook its original (the original's frame stalled in a dead
 	// connection) otherwise left the late original to be decided again:
-	// spent twice. Snapshots carry the cluster version (format 3).
+	// spent twice. Snapshots carry the cluster version (format 3), and
+	// remembered decisions keep their policy's rate (Decision.Rate), which
+	// format 3 holds and format 2 cannot. Leaders send forwarded decisions
+	// with their rates (cluster/peerrpc), which v0.14.0 cannot read.
 	ClusterVersionOriginsAlways uint32 = 2
 
 	// MaxClusterVersion is the highest cluster version this binary can run.

@@ -22,8 +22,14 @@ import (
 //	          origin, retry
 //	response: version, count, then per item: 0 and its decisions, or 1 and
 //	          an error code and message; a decision is a flags byte
-//	          (allowed, duplicate, maybe duplicate, unresolved), remaining,
-//	          limit, retry after, reset after, tier, stamp, origin
+//	          (allowed, duplicate, maybe duplicate, unresolved, rate
+//	          follows), remaining, limit, retry after, reset after, tier,
+//	          stamp, origin, and, if the flag says so, the policy's rate
+//
+// The rate came after v0.14.0, whose decoder ignores the flag bit but would
+// not expect the bytes after it: a leader sends rates only once the
+// cluster version says every member reads them (see AppendAllowResp). A
+// decision without the flag does not know its rate (fsm.Decision.RateKnown).
 const allowWireVersion = 1
 
 // maxWireString bounds a string's length on the wire, far above every rule.
@@ -35,6 +41,7 @@ const (
 	wireDuplicate
 	wireMaybeDuplicate
 	wireUnresolved
+	wireRate // the decision's rate follows its origin
 )
 
 // AppendAllowReq appends req in the binary format to b.
@@ -85,8 +92,11 @@ func DecodeAllowReq(data []byte) (AllowReq, error) {
 	return req, wireErr(r)
 }
 
-// AppendAllowResp appends resp in the binary format to b.
-func AppendAllowResp(b []byte, resp AllowResp) []byte {
+// AppendAllowResp appends resp in the binary format to b. With rates, each
+// decision that knows its rate carries it; without, the bytes are exactly
+// what v0.14.0 writes and reads, and no decision has a rate. rates must be
+// false until the cluster version is fsm.ClusterVersionOriginsAlways.
+func AppendAllowResp(b []byte, resp AllowResp, rates bool) []byte {
 	b = append(b, allowWireVersion)
 	b = binary.AppendUvarint(b, uint64(len(resp.Items)))
 	for _, it := range resp.Items {
@@ -99,7 +109,12 @@ func AppendAllowResp(b []byte, resp AllowResp) []byte {
 		b = append(b, 0)
 		b = binary.AppendUvarint(b, uint64(len(it.Decisions)))
 		for _, d := range it.Decisions {
-			b = append(b, decisionFlags(d))
+			rate := rates && d.RateKnown
+			f := decisionFlags(d)
+			if rate {
+				f |= wireRate
+			}
+			b = append(b, f)
 			b = binary.AppendVarint(b, d.Remaining)
 			b = binary.AppendVarint(b, d.Limit)
 			b = binary.AppendVarint(b, d.RetryAfter)
@@ -107,6 +122,9 @@ func AppendAllowResp(b []byte, resp AllowResp) []byte {
 			b = binenc.AppendString(b, d.Tier)
 			b = binary.AppendVarint(b, d.Stamp)
 			b = binary.AppendUvarint(b, d.Origin)
+			if rate {
+				b = binary.AppendVarint(b, d.Rate)
+			}
 		}
 	}
 	return b
@@ -129,7 +147,7 @@ func decisionFlags(d fsm.Decision) byte {
 	return f
 }
 
-// DecodeAllowResp reads an answer.
+// DecodeAllowResp reads an answer, with or without rates.
 func DecodeAllowResp(data []byte) (AllowResp, error) {
 	r := &binenc.Reader{B: data}
 	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
@@ -153,6 +171,12 @@ func DecodeAllowResp(data []byte) (AllowResp, error) {
 				d.RetryAfter, d.ResetAfter = r.Varint(), r.Varint()
 				d.Tier = r.Str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
 				d.Stamp, d.Origin = r.Varint(), r.Uvarint()
+				if f&wireRate != 0 {
+					d.Rate, d.RateKnown = r.Varint(), true
+					if r.Err == nil && (d.Rate < 0 || d.Rate > bucket.MaxRate) {
+						r.Fail("refill rate %d", d.Rate)
+					}
+				}
 				it.Decisions = append(it.Decisions, d)
 			}
 		case 1:

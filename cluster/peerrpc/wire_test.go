@@ -1,8 +1,11 @@
 package peerrpc
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,15 +31,80 @@ func TestAllowWireRoundTrips(t *testing.T) {
 	resp := AllowResp{Items: []AllowResult{
 		{Decisions: []fsm.Decision{
 			{Decision: bucket.Decision{Allowed: true, Remaining: 4 * bucket.Scale, Limit: 5, RetryAfter: 0, ResetAfter: -1}, Tier: "free", Stamp: 77, Origin: 12, Duplicate: true},
-			{Decision: bucket.Decision{Limit: 1, RetryAfter: 9}, Tier: "default", Stamp: 78, MaybeDuplicate: true},
+			{Decision: bucket.Decision{Limit: 1, RetryAfter: 9}, Tier: "default", Stamp: 78, MaybeDuplicate: true, Rate: bucket.Scale / 3, RateKnown: true},
+			{Decision: bucket.Decision{Allowed: true, Limit: 2, ResetAfter: -1}, Tier: "default", Stamp: 78, RateKnown: true}, // rate 0, known
+			{Decision: bucket.Decision{Limit: 3}, Tier: "big", Stamp: 78, Rate: bucket.MaxRate, RateKnown: true},
 			{Unresolved: true, Stamp: 79},
 		}},
 		{Error: &Error{Code: "outcome_unknown", Message: "lost"}},
 		{Decisions: []fsm.Decision{}},
 	}}
-	gotResp, err := DecodeAllowResp(AppendAllowResp(nil, resp))
+	gotResp, err := DecodeAllowResp(AppendAllowResp(nil, resp, true))
 	require.NoError(t, err)
-	assert.Equal(t, resp, gotResp)
+	assert.Equal(t, resp, gotResp, "with rates")
+
+	gotResp, err = DecodeAllowResp(AppendAllowResp(nil, resp, false))
+	require.NoError(t, err)
+	assert.Equal(t, withoutRates(resp), gotResp, "without rates every decision is one whose rate is not known")
+}
+
+// withoutRates is resp with no decision knowing its rate.
+func withoutRates(resp AllowResp) AllowResp {
+	out := AllowResp{Items: make([]AllowResult, len(resp.Items))}
+	for i, it := range resp.Items {
+		out.Items[i] = it
+		if it.Decisions != nil {
+			out.Items[i].Decisions = make([]fsm.Decision, len(it.Decisions))
+			for j, d := range it.Decisions {
+				d.Rate, d.RateKnown = 0, false
+				out.Items[i].Decisions[j] = d
+			}
+		}
+	}
+	return out
+}
+
+// Without rates (cluster version 1) the answer is byte for byte what
+// v0.14.0 writes, whatever the decisions know, so a node of that release
+// reads it; with rates, only decisions that know one change, by the flag
+// bit and the rate after the origin. The golden bytes are v0.14.0's
+// encoding of the same answer.
+func TestAllowWireWithoutRatesIsTheReleasedLayout(t *testing.T) {
+	resp := AllowResp{Items: []AllowResult{
+		{Decisions: []fsm.Decision{
+			{Decision: bucket.Decision{Allowed: true, Remaining: 4 * bucket.Scale, Limit: 5, ResetAfter: 1_000_000_000}, Tier: "free", Stamp: 77, Origin: 12, Rate: bucket.Scale, RateKnown: true},
+			{Decision: bucket.Decision{Limit: 1, RetryAfter: bucket.Never, ResetAfter: bucket.Never}, Tier: "default", Stamp: 78, Duplicate: true, MaybeDuplicate: true, RateKnown: true},
+			{Unresolved: true, Stamp: 79},
+		}},
+		{Error: &Error{Code: "outcome_unknown", Message: "lost"}},
+	}}
+	const released = "010200030180a0d9e61d0a0080a8d6b90704667265659a010c06000201010764656661756c749c01000800000000009e0100010f6f7574636f6d655f756e6b6e6f776e046c6f7374"
+	assert.Equal(t, released, hex.EncodeToString(AppendAllowResp(nil, resp, false)))
+	assert.Equal(t, released, hex.EncodeToString(AppendAllowResp(nil, withoutRates(resp), true)), "decisions without a rate are written as before")
+
+	with := AppendAllowResp(nil, resp, true)
+	want, err := hex.DecodeString(released)
+	require.NoError(t, err)
+	// In the released bytes decision 0 is the 21 bytes from offset 4 and
+	// decision 1 the 16 after them: each gains the flag bit, and its rate
+	// after its origin (decision 1's is 0, one byte).
+	const d0, d0Len, d1Len = 4, 21, 16
+	rate0 := binary.AppendVarint(nil, bucket.Scale)
+	want[d0] |= wireRate
+	want = slices.Insert(want, d0+d0Len, rate0...)
+	d1 := d0 + d0Len + len(rate0)
+	want[d1] |= wireRate
+	want = slices.Insert(want, d1+d1Len, 0)
+	assert.Equal(t, hex.EncodeToString(want), hex.EncodeToString(with))
+}
+
+// A rate outside what a policy can have does not decode.
+func TestAllowWireRefusesImpossibleRates(t *testing.T) {
+	for _, rate := range []int64{-1, bucket.MaxRate + 1} {
+		data := AppendAllowResp(nil, AllowResp{Items: []AllowResult{{Decisions: []fsm.Decision{{Tier: "x", Rate: rate, RateKnown: true}}}}}, true)
+		_, err := DecodeAllowResp(data)
+		assert.Error(t, err, "rate %d", rate)
+	}
 }
 
 func TestAllowWireRefusesWhatItCannotRead(t *testing.T) {
@@ -56,7 +124,8 @@ func TestAllowWireRefusesWhatItCannotRead(t *testing.T) {
 
 func FuzzDecodeAllowWire(f *testing.F) {
 	f.Add(AppendAllowReq(nil, AllowReq{Items: []AllowItem{{Group: 1, Requests: []fsm.AllowRequest{{Client: "a", Cost: 1, Origin: 5}}}}}))
-	f.Add(AppendAllowResp(nil, AllowResp{Items: []AllowResult{{Decisions: []fsm.Decision{{Tier: "x"}}}, {Error: &Error{Code: "c"}}}}))
+	f.Add(AppendAllowResp(nil, AllowResp{Items: []AllowResult{{Decisions: []fsm.Decision{{Tier: "x"}}}, {Error: &Error{Code: "c"}}}}, false))
+	f.Add(AppendAllowResp(nil, AllowResp{Items: []AllowResult{{Decisions: []fsm.Decision{{Tier: "x", Rate: 7, RateKnown: true}, {Tier: "y"}}}}}, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Never panics; what decodes encodes back to the same bytes.
 		if req, err := DecodeAllowReq(data); err == nil {
@@ -65,9 +134,12 @@ func FuzzDecodeAllowWire(f *testing.F) {
 			require.Equal(t, req, again)
 		}
 		if resp, err := DecodeAllowResp(data); err == nil {
-			again, err := DecodeAllowResp(AppendAllowResp(nil, resp))
+			again, err := DecodeAllowResp(AppendAllowResp(nil, resp, true))
 			require.NoError(t, err)
 			require.Equal(t, resp, again)
+			again, err = DecodeAllowResp(AppendAllowResp(nil, resp, false))
+			require.NoError(t, err)
+			require.Equal(t, withoutRates(resp), again)
 		}
 	})
 }
