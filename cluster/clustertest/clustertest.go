@@ -7,7 +7,9 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -23,6 +25,64 @@ import (
 // node when the test ends (closing it earlier is fine: a test may restart a
 // node on the same DataDir).
 func StartNode(t testing.TB, opts cluster.Options) *cluster.Node {
+	t.Helper()
+	n := startNode(t, opts)
+	waitReady(t, n, opts.NodeID)
+	return n
+}
+
+// StartCluster starts size nodes, "n1".."n<size>", the first founding the
+// cluster and the others joining it, each with opts(i) filled in as
+// StartNode does (opts may be nil; a zero HTTPAddr stays zero). It returns
+// once every node is ready, every group holds a configuration, and every
+// node sees every group's leader.
+func StartCluster(t testing.TB, size int, opts func(i int) cluster.Options) []*cluster.Node {
+	t.Helper()
+	gossip := make([]string, size)
+	for i := range gossip {
+		gossip[i] = freeAddr(t)
+	}
+	nodes := make([]*cluster.Node, size)
+	for i := range nodes {
+		var o cluster.Options
+		if opts != nil {
+			o = opts(i)
+		}
+		o.NodeID = fmt.Sprintf("n%d", i+1)
+		o.GossipAddr = gossip[i]
+		if i > 0 {
+			o.Join = []string{gossip[0]}
+		}
+		if o.PlacementInterval == 0 {
+			o.PlacementInterval = 50 * time.Millisecond
+		}
+		nodes[i] = startNode(t, o)
+	}
+	for _, n := range nodes {
+		waitReady(t, n, "a node of the cluster")
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			rt := n.Routes()
+			if len(rt.Leaders) != rt.Groups {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond, "the nodes never agreed on every group's leader")
+	return nodes
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startNode(t testing.TB, opts cluster.Options) *cluster.Node {
 	t.Helper()
 	if opts.NodeID == "" {
 		opts.NodeID = "n1"
@@ -51,6 +111,13 @@ func StartNode(t testing.TB, opts cluster.Options) *cluster.Node {
 	n, err := cluster.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// waitReady waits until n is ready and every group it serves holds a
+// configuration.
+func waitReady(t testing.TB, n *cluster.Node, id string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -67,6 +134,5 @@ func StartNode(t testing.TB, opts cluster.Options) *cluster.Node {
 			}
 		}
 		return true
-	}, 10*time.Second, 5*time.Millisecond, "node %s never became ready", opts.NodeID)
-	return n
+	}, 20*time.Second, 5*time.Millisecond, "node %s never became ready", id)
 }

@@ -238,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	wcfg := workload.Config{
-		Targets: targets, Groups: cfg.Groups, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
+		Targets: targets, HTTP: c.HTTPClient(), Seed: cfg.Seed, Workers: cfg.Workers,
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
 		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
 		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction, Ambiguous503: cfg.Ambiguous503,

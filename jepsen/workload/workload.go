@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,22 +24,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/jepsen/history"
 )
 
 // Config describes one workload run. Every loop it starts is bounded by
 // Duration and MaxOps.
 type Config struct {
-	// Targets are the nodes' base URLs. Attempts are spread over them at
-	// random, except that a node that just failed an attempt is skipped
-	// for a short while and a retry goes to another node at once (see
-	// router): the caller a production client is.
+	// Targets are the nodes' base URLs: the endpoints of the Go client the
+	// workload drives (package client), which routes each decision to its
+	// group's leader and fails over as a service's client would.
 	Targets []string
-	// Groups is the cluster's number of data groups (0: unknown). With it,
-	// a node that answers a key "unavailable" is skipped for that key's
-	// group only: a group whose leader was just killed is leaderless on
-	// every node, and the node may serve the other groups well.
-	Groups int
+	// NoCoalesce turns the client's coalescing off (client.Config.NoCoalesce).
+	NoCoalesce bool
 	// HTTP is the client used for every call (its transport decides which
 	// network namespace connections come from).
 	HTTP *http.Client
@@ -121,8 +120,15 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 		ops   []history.Op
 		count int
 		wg    sync.WaitGroup
-		rt    = newRouter(cfg)
 	)
+	c, err := client.New(client.Config{
+		Endpoints: cfg.Targets, HTTPClient: cfg.HTTP, NoCoalesce: cfg.NoCoalesce,
+		AttemptTimeout: cfg.OpTimeout, Timeout: cfg.RetryFor, Now: cfg.Now,
+	})
+	if err != nil {
+		panic(fmt.Sprintf("workload: %v", err)) // Targets come from the harness: a bug
+	}
+	defer c.Close()
 	for p := range cfg.Workers {
 		wg.Add(1)
 		go func() {
@@ -150,7 +156,7 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 				if rng.IntN(10) == 0 {
 					cost = int64(rng.IntN(3)) // now and then a peek or a cost of 2
 				}
-				attempts := do(ctx, cfg, rt, rng, history.Op{Process: p, Key: key, Kind: history.KindAllow, Cost: cost, RequestID: id})
+				attempts := do(ctx, cfg, c, rng, history.Op{Process: p, Key: key, Kind: history.KindAllow, Cost: cost, RequestID: id})
 				mu.Lock()
 				ops = append(ops, attempts...)
 				mu.Unlock()
@@ -168,65 +174,86 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 	return ops
 }
 
-// do performs one logical operation and returns its attempts: one, then,
-// if it carries a request id, retries with the same id while no attempt
-// got a decision and none was refused (4xx), for up to RetryFor. Each
-// attempt goes where rt says; a retry goes at once to a node this
-// operation has not tried yet, and only once it has tried every node does
-// it wait (20 ms, doubling to 500 ms) and start over. After an ok answer
-// it sends the request once more with probability RepeatFraction (a
-// "repeat" probe).
-func do(ctx context.Context, cfg Config, rt *router, rng *rand.Rand, op history.Op) []history.Op {
-	deadline := cfg.Now().Add(cfg.RetryFor)
-	backoff := 20 * time.Millisecond
-	group := rt.groupOf(op.Key)
+// do performs one logical operation and returns its attempts. An
+// operation with a request id goes through the real Go client (package
+// client), which routes, coalesces, fails over and retries with the same
+// id for up to RetryFor; every attempt it makes is recorded through a
+// client.Trace, so the checkers judge the client together with the
+// cluster. After an ok answer the request is sent once more with
+// probability RepeatFraction (a "repeat" probe), through the client too.
+// An operation without a request id (the accounting keys) is one raw
+// attempt at a random node, never retried.
+func do(ctx context.Context, cfg Config, c *client.Client, rng *rand.Rand, op history.Op) []history.Op {
+	if op.RequestID == "" {
+		op.Node = cfg.Targets[rng.IntN(len(cfg.Targets))]
+		return []history.Op{attemptOnce(context.WithoutCancel(ctx), cfg, op)}
+	}
 	var out []history.Op
-	var tried []int
-	send := func(a history.Op) history.Op {
-		node := rt.pick(rng, group, tried)
-		if node < 0 {
-			tried = tried[:0]
-			node = rt.pick(rng, group, nil)
-		}
-		tried = append(tried, node)
-		a.Node = cfg.Targets[node]
-		a = attemptOnce(context.WithoutCancel(ctx), cfg, a)
-		rt.report(node, group, a)
+	var mu sync.Mutex // attempts of one call end in their caller's goroutine, but say so
+	record := func(probe string) *client.Trace {
+		return &client.Trace{Attempt: func(node string, _ api.AllowRequest) func(client.AttemptResult) {
+			a := op
+			a.Node, a.Probe = node, probe
+			mu.Lock()
+			a.Attempt = len(out)
+			mu.Unlock()
+			probe = "" // only a probe's first attempt is the probe; the rest are its retries
+			a.Invoke = cfg.Now().UnixNano()
+			return func(r client.AttemptResult) {
+				a.Complete = cfg.Now().UnixNano()
+				a = recordResult(cfg, a, r)
+				mu.Lock()
+				out = append(out, a)
+				mu.Unlock()
+			}
+		}}
+	}
+	call := func(probe string) bool {
+		cctx, cancel := context.WithTimeout(ctx, cfg.RetryFor)
+		defer cancel()
+		cost := op.Cost
+		_, _ = c.Do(client.WithTrace(cctx, record(probe)), api.AllowRequest{Client: op.Key, Cost: &cost, RequestID: op.RequestID})
+		mu.Lock()
+		defer mu.Unlock()
+		return len(out) > 0 && out[len(out)-1].Outcome == history.OutcomeOK
+	}
+	if call("") && rng.Float64() < cfg.RepeatFraction {
+		call("repeat")
+	}
+	return out
+}
+
+// recordResult fills in a's outcome and answer from the client's account
+// of the attempt, classified as Classify classifies a raw answer.
+func recordResult(cfg Config, a history.Op, r client.AttemptResult) history.Op {
+	e := r.Err
+	if e == nil {
+		d := r.Response
+		a.Status, a.Outcome = http.StatusOK, history.OutcomeOK
+		a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp, a.Duplicate = d.Allowed, d.Remaining, d.Limit, d.Tier, d.StampUnixNano, d.Duplicate
 		return a
 	}
-	for attempt := 0; ; attempt++ {
-		a := op
-		a.Attempt = attempt
-		a = send(a)
-		out = append(out, a)
-		switch {
-		case a.Outcome == history.OutcomeOK:
-			if op.RequestID != "" && rng.Float64() < cfg.RepeatFraction {
-				r := op
-				r.Attempt, r.Probe = attempt+1, "repeat"
-				tried = tried[:0]
-				out = append(out, send(r))
-			}
-			return out
-		case refused(a), op.RequestID == "":
-			// A refusal is final for this body; without a request id a
-			// retry would be a new request.
-			return out
-		}
-		if cfg.Now().After(deadline) || ctx.Err() != nil {
-			return out
-		}
-		if len(tried) < len(cfg.Targets) {
-			continue // another node at once
-		}
-		tried = tried[:0]
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return out
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+	a.Status = e.Status
+	switch {
+	case e.Status != 0 && e.Code != "":
+		a.Error = string(e.Code)
+	case e.Status != 0:
+		a.Error = "decode"
+	case e.Kind() == api.RetrySafe:
+		a.Outcome, a.Error = history.OutcomeFail, "dial"
+		return a
+	case errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled):
+		a.Outcome, a.Error = history.OutcomeInfo, "timeout"
+		return a
+	default:
+		a.Outcome, a.Error = history.OutcomeInfo, "send"
+		return a
 	}
+	a.Outcome = Classify(e.Status, a.Error, false)
+	if e.Status == http.StatusServiceUnavailable && slices.Contains(cfg.Ambiguous503, a.Error) {
+		a.Outcome = history.OutcomeInfo
+	}
+	return a
 }
 
 // refused reports whether the server refused the attempt as bad input.

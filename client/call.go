@@ -1,0 +1,110 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorate/quorate/api"
+)
+
+// maxAnswer bounds an answer's body: a batch of 1,000 decisions is about
+// 200 KB.
+const maxAnswer = 4 << 20
+
+var jsonUnmarshal = json.Unmarshal
+
+// allowOne sends req alone as POST /v1/allow, with until as the node's deadline.
+func (c *Client) allowOne(ctx context.Context, node string, req api.AllowRequest, until time.Time) (api.AllowResponse, *Error) {
+	var out api.AllowResponse
+	err := c.call(ctx, node, http.MethodPost, "/v1/allow", req, &out, until)
+	return out, err
+}
+
+// allowBatch sends reqs as one POST /v1/allow/batch.
+func (c *Client) allowBatch(ctx context.Context, node string, reqs []api.AllowRequest, until time.Time) ([]api.AllowResponse, *Error) {
+	var out api.BatchResponse
+	if err := c.call(ctx, node, http.MethodPost, "/v1/allow/batch", api.BatchRequest{Requests: reqs}, &out, until); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(reqs) {
+		return nil, lost(node, fmt.Errorf("a batch of %d answered with %d results", len(reqs), len(out.Results)))
+	}
+	return out.Results, nil
+}
+
+// call sends in (if not nil) as JSON to node and decodes a 2xx answer into
+// out (if not nil). until (if not zero) bounds the call and is sent as the
+// node's own deadline. A failure is an *Error of the kind the evidence
+// allows: not sent when no connection was made, lost when the request may
+// have reached the node, the code's kind for an error answer.
+func (c *Client) call(ctx context.Context, node, method, path string, in, out any, until time.Time) *Error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return invalid("encoding the request: %v", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, method, node+path, body)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	if !until.IsZero() {
+		ms := time.Until(until).Milliseconds()
+		if ms <= 0 {
+			return lost(node, context.DeadlineExceeded)
+		}
+		req.Header.Set(api.HeaderTimeout, strconv.FormatInt(ms, 10))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if !connected.Load() {
+			return notSent(node, err)
+		}
+		return lost(node, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return &Error{Status: resp.StatusCode, Node: node, Err: err, kind: kindOfStatus(resp.StatusCode)}
+		}
+		return lost(node, fmt.Errorf("reading the answer: %w", err))
+	}
+	if v, err := strconv.ParseUint(resp.Header.Get(api.HeaderRoutesVersion), 10, 64); err == nil {
+		c.routesSeen(node, v)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return answerError(node, resp, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return lost(node, fmt.Errorf("decoding the answer to %s %s: %w", method, path, err))
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/quorate/quorate/api"
+)
+
+// A lane carries the decisions bound for one node. While MaxInflight calls
+// to the node are outstanding, new decisions queue; when a call returns,
+// everything queued (up to MaxBatch) leaves as one POST /v1/allow/batch.
+// A lone decision on an idle lane goes at once (after CoalesceWindow, if
+// set), so coalescing costs nothing when there is nothing to coalesce, and
+// under load the number of calls follows the node's speed, not the
+// callers' number: group commit, on the caller's side.
+type lane struct {
+	c    *Client
+	node string
+
+	mu       sync.Mutex
+	inflight int
+	queue    []*item
+}
+
+// item is one caller's decision waiting in a lane.
+type item struct {
+	ctx   context.Context
+	req   api.AllowRequest
+	until time.Time
+	done  chan result // buffered: the sender never waits for the caller
+}
+
+type result struct {
+	resp api.AllowResponse
+	err  *Error
+	// alone asks the caller to send its request again by itself: the batch
+	// it travelled in was refused as a whole (one bad request refuses a
+	// batch), which says nothing of this request.
+	alone bool
+}
+
+func (c *Client) laneFor(node string) *lane {
+	c.lanesMu.Lock()
+	defer c.lanesMu.Unlock()
+	l := c.lanes[node]
+	if l == nil {
+		l = &lane{c: c, node: node}
+		c.lanes[node] = l
+	}
+	return l
+}
+
+// do sends req through the lane and waits for its answer or ctx's end.
+func (l *lane) do(ctx context.Context, req api.AllowRequest, until time.Time) (api.AllowResponse, *Error) {
+	it := &item{ctx: ctx, req: req, until: until, done: make(chan result, 1)}
+	l.mu.Lock()
+	if l.inflight < l.c.cfg.MaxInflight {
+		l.inflight++
+		l.mu.Unlock()
+		l.send(it)
+	} else {
+		l.queue = append(l.queue, it)
+		l.mu.Unlock()
+	}
+	select {
+	case r := <-it.done:
+		if r.alone {
+			return l.c.allowOne(ctx, l.node, req, until)
+		}
+		return r.resp, r.err
+	case <-ctx.Done():
+		// The request may be in a call already: its outcome is unknown.
+		return api.AllowResponse{}, lost(l.node, ctx.Err())
+	}
+}
+
+// send makes one call for first and whatever queued with it, delivers the
+// answers, and hands the lane's slot to the next queued batch, if any.
+func (l *lane) send(first *item) {
+	batch := []*item{first}
+	if w := l.c.cfg.CoalesceWindow; w > 0 {
+		time.Sleep(w) // a window for company: the caller asked for it
+	}
+	l.mu.Lock()
+	n := min(len(l.queue), l.c.cfg.MaxBatch-len(batch))
+	batch = append(batch, l.queue[:n]...)
+	l.queue = l.queue[n:]
+	l.mu.Unlock()
+	l.call(batch)
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.queue = nil // let the backing array go
+		l.inflight--
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	// The slot passes to the queue. The caller whose item led this call
+	// has its answer already; the next call goes from a goroutine of its
+	// own so that no caller waits on others' calls.
+	go l.sendQueued()
+}
+
+func (l *lane) sendQueued() {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.inflight--
+		l.mu.Unlock()
+		return
+	}
+	first := l.queue[0]
+	l.queue = l.queue[1:]
+	l.mu.Unlock()
+	l.send(first)
+}
+
+// call sends batch and delivers each item's answer. Items whose callers
+// gave up are left out before it is sent.
+func (l *lane) call(batch []*item) {
+	live := batch[:0]
+	var until time.Time
+	for _, it := range batch {
+		if it.ctx.Err() != nil {
+			it.done <- result{err: lost(l.node, it.ctx.Err())}
+			continue
+		}
+		live = append(live, it)
+		if it.until.After(until) {
+			until = it.until
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The call outlives any one caller: each stops waiting at its own
+	// deadline, and the call at the latest of them.
+	ctx := context.WithoutCancel(live[0].ctx)
+	if len(live) == 1 {
+		resp, err := l.c.allowOne(ctx, l.node, live[0].req, until)
+		live[0].done <- result{resp: resp, err: err}
+		return
+	}
+	reqs := make([]api.AllowRequest, len(live))
+	for i, it := range live {
+		reqs[i] = it.req
+	}
+	l.c.stats.batches.Add(1)
+	l.c.stats.batched.Add(uint64(len(live)))
+	resps, err := l.c.allowBatch(ctx, l.node, reqs, until)
+	for i, it := range live {
+		switch {
+		case err == nil:
+			it.done <- result{resp: resps[i]}
+		case err.Kind() == api.Refused:
+			it.done <- result{alone: true}
+		default:
+			it.done <- result{err: err}
+		}
+	}
+}

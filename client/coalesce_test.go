@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/transport/httpapi"
+)
+
+// gate holds the first POST /v1/allow through it until released.
+type gate struct {
+	once    sync.Once
+	release chan struct{}
+	next    http.RoundTripper
+}
+
+func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
+	first := false
+	if r.URL.Path == "/v1/allow" {
+		g.once.Do(func() { first = true })
+	}
+	if first {
+		<-g.release
+	}
+	return g.next.RoundTrip(r)
+}
+
+func (l *lane) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+// TestABatchRefusedForOneRequestDecidesTheOthers: decisions queued behind a
+// call travel as one batch; a batch is refused as a whole for one bad
+// request, so each then goes alone and only the bad one is refused.
+func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	node := clustertest.StartNode(t, cluster.Options{Clock: cluster.NewManualClock(), Registerer: reg})
+	srv := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
+	defer srv.Close()
+	g := &gate{release: make(chan struct{}), next: http.DefaultTransport}
+	c, err := New(Config{Endpoints: []string{srv.URL}, MaxInflight: 1, HTTPClient: &http.Client{Transport: g}})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	type answer struct {
+		d   api.AllowResponse
+		err error
+	}
+	run := func(id string) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			d, err := c.Allow(ctx, id, 1)
+			ch <- answer{d, err}
+		}()
+		return ch
+	}
+	first := run("first")
+	l := c.laneFor(srv.URL)
+	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inflight == 1 }, 5*time.Second, time.Millisecond)
+	bad, good := run(strings.Repeat("b", api.MaxClientLen+1)), run("good")
+	require.Eventually(t, func() bool { return l.queued() == 2 }, 5*time.Second, time.Millisecond)
+	close(g.release)
+
+	a := <-first
+	require.NoError(t, a.err)
+	assert.True(t, a.d.Allowed)
+	a = <-good
+	require.NoError(t, a.err)
+	assert.True(t, a.d.Allowed, "decided alone after its batch was refused")
+	a = <-bad
+	var e *Error
+	require.ErrorAs(t, a.err, &e)
+	assert.Equal(t, api.CodeInvalidClient, e.Code)
+	st := c.Stats()
+	assert.Equal(t, uint64(1), st.Batches)
+	assert.Equal(t, uint64(2), st.Batched)
+}
