@@ -166,7 +166,14 @@ func TestFailLocalSharesTheTiersPolicyAmongInstances(t *testing.T) {
 	defer cancel()
 	d, err = c.Allow(ctx, "never-seen", 1)
 	require.NoError(t, err)
-	assert.False(t, d.Allowed, "a client whose tier the cluster never told, with no LocalPolicy, is denied")
+	assert.True(t, d.Allowed, "a client the cluster never answered for gets the default policy's share")
+	assert.Equal(t, int64(5), d.Limit)
+
+	fresh := newClient(t, client.Config{Endpoints: l.urls, OnUnavailable: client.FailLocal})
+	d, err = fresh.Allow(ctx, "local", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "a client that learned no policy and has no LocalPolicy denies")
+	assert.True(t, d.Degraded)
 }
 
 func TestARefusedRequestIsNotRetried(t *testing.T) {

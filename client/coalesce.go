@@ -8,8 +8,8 @@ import (
 	"github.com/quorate/quorate/api"
 )
 
-// A lane carries the decisions bound for one node. While MaxInflight calls
-// to the node are outstanding, new decisions queue; when a call returns,
+// A lane carries the decisions of one group bound for one node. While
+// MaxInflight calls on the lane are outstanding, new decisions queue; when a call returns,
 // everything queued (up to MaxBatch) leaves as one POST /v1/allow/batch.
 // A lone decision on an idle lane goes at once (after CoalesceWindow, if
 // set), so coalescing costs nothing when there is nothing to coalesce, and
@@ -41,13 +41,18 @@ type result struct {
 	alone bool
 }
 
-func (c *Client) laneFor(node string) *lane {
+// laneFor returns the lane to node for group's decisions (group -1 before
+// the routes are known). A lane carries one group's decisions, so that a
+// coalesced call is one raft entry on the leader rather than one per group
+// in it, waited on together.
+func (c *Client) laneFor(node string, group int) *lane {
+	key := nodeGroup{node, group}
 	c.lanesMu.Lock()
 	defer c.lanesMu.Unlock()
-	l := c.lanes[node]
+	l := c.lanes[key]
 	if l == nil {
 		l = &lane{c: c, node: node}
-		c.lanes[node] = l
+		c.lanes[key] = l
 	}
 	return l
 }

@@ -71,7 +71,8 @@ func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 		return ch
 	}
 	first := run("first")
-	l := c.laneFor(srv.URL)
+	group, _ := c.routes.leaderOf("first")
+	l := c.laneFor(srv.URL, group)
 	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inflight == 1 }, 5*time.Second, time.Millisecond)
 	bad, good := run(strings.Repeat("b", api.MaxClientLen+1)), run("good")
 	require.Eventually(t, func() bool { return l.queued() == 2 }, 5*time.Second, time.Millisecond)

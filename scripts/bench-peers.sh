@@ -7,8 +7,10 @@
 #   quorate-3 STORE    a 3-node cluster (scripts/cluster.sh), connections spread
 #                      over the nodes, the first of LOG_STORES; with mutual TLS
 #                      and encrypted gossip, then again without ("no TLS");
-#                      each round-robin, then "routed" (loadgen -route: every
-#                      decision sent to its group's leader from GET /v1/routes)
+#                      each round-robin, then through the Go client (loadgen
+#                      -mode client: every decision sent to its group's leader
+#                      from GET /v1/routes), coalesced and not
+#   quorate-1 client   the first store's node through the Go client, coalesced and not
 # and with PEERS=1 also the limiters one would pick instead, installed when
 # missing (Debian's redis-server with apt-get; gubernator with go install):
 #   redis              Redis 7, one node, AOF with appendfsync always, a Lua token bucket
@@ -28,6 +30,7 @@
 #   PEERS=1 DURATION=8s scripts/bench-peers.sh
 #
 # Knobs: DURATION (8s per run), CONNS ("64 8"), KEYSPACES ("10000 1"),
+# CLIENT_CONNS (64 goroutines in the client rows),
 # BATCH_CONNS (16), BATCH (1000), PEERS (0), RESULTS (JSON file), QUORATE_ARGS
 # (extra serve flags for every node), LOG_STORES ("shared boltdb"; "default"
 # passes no --log-store, for binaries that lack the flag), SECURITY_MODES
@@ -41,6 +44,7 @@ CONNS=${CONNS:-64 8}
 KEYSPACES=${KEYSPACES:-10000 1}
 BATCH_CONNS=${BATCH_CONNS:-16}
 BATCH=${BATCH:-1000}
+CLIENT_CONNS=${CLIENT_CONNS:-64}
 PEERS=${PEERS:-0}
 LOG_STORES=${LOG_STORES:-shared boltdb}
 SECURITY_MODES=${SECURITY_MODES:-tls insecure}
@@ -138,6 +142,16 @@ workloads() {
   fi
 }
 
+# client_rows LABEL TARGETS PIDS METRICS: CLIENT_CONNS goroutines of one
+# process deciding through the Go client (package client) over 10,000 keys,
+# with coalescing and without.
+client_rows() {
+  local c
+  for c in true false; do
+    LOADGEN_ARGS="-coalesce=$c" measure "$1, client$([ "$c" = true ] && echo ", coalesced")" client "$2" "$3" "$4" "$CLIENT_CONNS" 10000 1
+  done
+}
+
 store_flag() { [ "$1" = default ] && return; printf -- '--log-store %s' "$1"; }
 store_label() { [ "$1" = default ] && return; printf ' %s' "$1"; }
 
@@ -160,6 +174,7 @@ for store in $LOG_STORES; do
   pid=$!; pids+=("$pid")
   wait_http "http://$SINGLE/readyz" "$dir/single-$store/node.log"
   workloads "quorate-1$(store_label "$store")" quorate "http://$SINGLE" "$pid" "http://$SINGLE" batch
+  [ "$store" = "${LOG_STORES%% *}" ] && client_rows "quorate-1$(store_label "$store")" "http://$SINGLE" "$pid" "http://$SINGLE"
   stop "$pid"
 done
 
@@ -178,9 +193,9 @@ for security in $SECURITY_MODES; do
   cpids=$(cat "$QUORATE_CLUSTER_DIR"/node{1,2,3}.pid | paste -sd,)
   urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
   QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") workloads "$label" quorate "$urls" "$cpids" "$urls"
-  # Again as a leader-aware client: each decision straight to its group's
-  # leader (GET /v1/routes), no forwarding hop.
-  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") LOADGEN_ARGS=-route workloads "$label, routed" quorate "$urls" "$cpids" "$urls"
+  # Again through the Go client: each decision straight to its group's
+  # leader (GET /v1/routes), no forwarding hop; coalesced, then one call each.
+  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") client_rows "$label" "$urls" "$cpids" "$urls"
   scripts/cluster.sh down >/dev/null
   cluster_up=""
 done

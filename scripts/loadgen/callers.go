@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -32,24 +33,23 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 				return newGubernatorCaller(hc, target, cfg.policy), nil
 			}, tr.CloseIdleConnections, nil
 		}
-		if !cfg.route {
-			return func(target string) (caller, error) {
-				return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}, nil
-			}, tr.CloseIdleConnections, nil
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r, err := newRouter(ctx, hc, cfg.targets[0])
+		return func(target string) (caller, error) {
+			return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}, nil
+		}, tr.CloseIdleConnections, nil
+	case "client":
+		// One Go client (package client) shared by every connection, as a
+		// service shares one: it routes each decision to its group's
+		// leader and, unless -coalesce=false, coalesces concurrent ones.
+		tr := &http.Transport{MaxIdleConnsPerHost: cfg.conns, IdleConnTimeout: time.Minute}
+		c, err := client.New(client.Config{Endpoints: cfg.targets, Token: cfg.token, NoCoalesce: !cfg.coalesce,
+			HTTPClient: &http.Client{Transport: tr}, Timeout: callTimeout})
 		if err != nil {
-			cancel()
 			return nil, nil, err
 		}
-		go r.run(ctx)
-		return func(target string) (caller, error) {
-				return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), route: r}, nil
-			}, func() {
-				cancel()
-				tr.CloseIdleConnections()
-			}, nil
+		if err := c.Refresh(context.Background()); err != nil {
+			return nil, nil, fmt.Errorf("reading the routes: %w", err)
+		}
+		return func(string) (caller, error) { return clientCaller{c}, nil }, func() { _ = c.Close() }, nil
 	case "redis":
 		sha, err := loadRedisScript(cfg.targets[0])
 		if err != nil {
@@ -66,16 +66,14 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 			return newRedisCaller(target, sha, cfg.policy)
 		}, func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("-mode %q: want quorate, gubernator or redis", cfg.mode)
+	return nil, nil, fmt.Errorf("-mode %q: want quorate, client, gubernator or redis", cfg.mode)
 }
 
-// quorateCaller posts to /v1/allow, or /v1/allow/batch when batch is set;
-// with a router, each decision goes to its group's leader.
+// quorateCaller posts to /v1/allow, or /v1/allow/batch when batch is set.
 type quorateCaller struct {
 	hc     *http.Client
 	target string
 	batch  bool
-	route  *router
 	buf    []byte
 }
 
@@ -90,11 +88,7 @@ func (q *quorateCaller) call(ctx context.Context, keys []string) (int, error) {
 		var out struct {
 			Allowed bool `json:"allowed"`
 		}
-		target := q.target
-		if q.route != nil {
-			target = q.route.target(keys[0], target)
-		}
-		if err := postJSON(ctx, q.hc, target+"/v1/allow", b, &out); err != nil {
+		if err := postJSON(ctx, q.hc, q.target+"/v1/allow", b, &out); err != nil {
 			return 0, err
 		}
 		return boolInt(out.Allowed), nil
@@ -129,6 +123,23 @@ func (q *quorateCaller) call(ctx context.Context, keys []string) (int, error) {
 }
 
 func (q *quorateCaller) close() {}
+
+// clientCaller decides through the shared Go client. An answer the
+// cluster did not decide (the client's fail-closed answer) is an error.
+type clientCaller struct{ c *client.Client }
+
+func (cc clientCaller) call(ctx context.Context, keys []string) (int, error) {
+	d, err := cc.c.Allow(ctx, keys[0], 1)
+	switch {
+	case err != nil:
+		return 0, err
+	case d.Degraded:
+		return 0, errors.New("no node decided in time")
+	}
+	return boolInt(d.Allowed), nil
+}
+
+func (clientCaller) close() {}
 
 // gubernatorCaller asks gubernator v2 for one hit of a LEAKY_BUCKET limit.
 // Gubernator's TOKEN_BUCKET refills all at once when its duration ends (a

@@ -6,6 +6,9 @@
 //
 //	quorate     quorate's POST /v1/allow (or /v1/allow/batch), and the
 //	            ceiling (scripts/ceiling), which serves the same API
+//	client      quorate through its Go client (package client), shared by
+//	            every connection: routed to each group's leader and, unless
+//	            -coalesce=false, coalesced into batches
 //	gubernator  gubernator v2's POST /v1/GetRateLimits, one LEAKY_BUCKET
 //	            request per call: gubernator's continuously refilling bucket
 //	redis       EVALSHA of a Lua token bucket (tokenbucket.lua) over RESP
@@ -86,8 +89,8 @@ type config struct {
 	probeURLs []string
 	// token is sent as a bearer token to quorate targets and /metrics.
 	token string
-	// route sends each decision to its group's leader (GET /v1/routes).
-	route bool
+	// coalesce lets the Go client (mode client) coalesce decisions.
+	coalesce bool
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -95,7 +98,7 @@ func run(args []string, stdout io.Writer) error {
 		return runReport(args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	mode := fs.String("mode", "quorate", "target kind: quorate (also the ceiling), gubernator or redis")
+	mode := fs.String("mode", "quorate", "target kind: quorate (also the ceiling), client (quorate through the Go client), gubernator or redis")
 	targets := fs.String("targets", "http://127.0.0.1:7070", "comma-separated base URLs (loopback only; redis://host:port for redis); connections are spread over them")
 	conns := fs.Int("c", 64, "concurrent connections")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run (at most 10m)")
@@ -110,7 +113,7 @@ func run(args []string, stdout io.Writer) error {
 	label := fs.String("label", "", "name of the target in the JSON result and the report")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
-	route := fs.Bool("route", false, "send each decision straight to its group's leader, read from GET /v1/routes of the first target (quorate mode, one decision per call)")
+	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
 	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -124,8 +127,8 @@ func run(args []string, stdout io.Writer) error {
 	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate") {
 		return errors.New("-batch must be 1..1000, and above 1 only in quorate mode")
 	}
-	if *route && (*mode != "quorate" || *batch > 1) {
-		return errors.New("-route needs -mode quorate and -batch 1")
+	if *mode == "client" && *batch > 1 {
+		return errors.New("-mode client decides one request per call: the client batches by itself")
 	}
 	if !prefixRE.MatchString(*prefix) {
 		return fmt.Errorf("-prefix %q: use letters, digits, '.', '_' and '-'", *prefix)
@@ -143,7 +146,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
-		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, route: *route,
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce,
 	}
 	for i := range *keys {
 		cfg.keys = append(cfg.keys, *prefix+"-"+strconv.Itoa(i))
