@@ -9,8 +9,19 @@ const (
 	// HeaderRetryAfter is sent with 429-style denials and every 503, in
 	// seconds.
 	HeaderRetryAfter = "Retry-After"
-	// The RateLimit fields of every decision answer: today's trio.
+	// The RateLimit fields of every single-decision answer: the trio of the
+	// earlier IETF drafts, still the most widely read.
 	HeaderRateLimitLimit     = "RateLimit-Limit"
 	HeaderRateLimitRemaining = "RateLimit-Remaining"
 	HeaderRateLimitReset     = "RateLimit-Reset"
+	// The structured fields of draft-ietf-httpapi-ratelimit-headers-11,
+	// on the same answers (see AllowResponse.SetHeaders).
+	HeaderRateLimitPolicy = "RateLimit-Policy"
+	HeaderRateLimit       = "RateLimit"
+	// HeaderRoutesVersion is on every answer of POST /v1/allow and
+	// /v1/allow/batch: the answering node's routes version, the number GET
+	// /v1/routes returns as "version" (it rises at every leadership
+	// change). A caller that routes by GET /v1/routes refreshes its table
+	// when an answer's version is higher than its table's.
+	HeaderRoutesVersion = "X-Quorate-Routes-Version"
 )

@@ -57,6 +57,13 @@ type AllowResponse struct {
 	Tier string `json:"tier"`
 	// StampUnixNano is the group time the decision was made at.
 	StampUnixNano int64 `json:"stamp_unix_nano"`
+	// RefillPerSecond is the refill rate of the policy that decided, an
+	// exact decimal number of tokens per second as bucket.FormatRate writes
+	// it ("0" for a bucket that never refills). It is empty, and absent
+	// from the JSON, when the answer does not know it: a decision forwarded
+	// between nodes, or a duplicate remembered, while the cluster runs at
+	// the version of v0.14.0.
+	RefillPerSecond json.Number `json:"refill_per_second,omitempty"`
 	// Duplicate reports that this is the original decision for a request id
 	// seen before; nothing was taken this time.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -65,6 +72,11 @@ type AllowResponse struct {
 	// most ids it may): if this call retries an earlier one, that one may
 	// have been decided too.
 	MaybeDuplicate bool `json:"maybe_duplicate,omitempty"`
+	// Degraded reports an answer the cluster did not decide: the Go client
+	// sets it when it answers by itself because no node could decide, and
+	// the server will for tiers with when_unavailable allow. The server
+	// never sets it yet.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // BatchRequest is the body of POST /v1/allow/batch.

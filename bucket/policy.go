@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"strings"
 )
 
 // Scale is the number of fixed-point units (nanotokens) in one token, and the
@@ -127,7 +128,51 @@ func ParsePolicy(capacity, refillPerSecond string) (Policy, error) {
 // ParseRate converts a decimal number of tokens per second (as JSON writes it:
 // "2", "0.25", "1e3") into a nanorate. It rejects values that are negative,
 // too large, not numbers, or finer than one nanotoken per second.
+//
+// What FormatRate writes is read without allocating (the HTTP answer's
+// headers read the rate back from its decimal form); any other spelling
+// is parsed as an exact rational, with the same result.
 func ParseRate(s string) (int64, error) {
+	if r, ok := parsePlainRate(s); ok {
+		return r, nil
+	}
+	return parseRateExact(s)
+}
+
+// parsePlainRate reads the form FormatRate writes: digits without a
+// leading zero, then optionally a point and one to nine digits, at most
+// MaxRate. It reports false for anything else, valid or not.
+func parsePlainRate(s string) (int64, bool) {
+	whole, frac, dot := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 10 || len(whole) > 1 && whole[0] == '0' || dot && (frac == "" || len(frac) > 9) {
+		return 0, false
+	}
+	var w, f int64
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		w = w*10 + int64(c-'0')
+	}
+	for i := 0; i < 9; i++ {
+		f *= 10
+		if i < len(frac) {
+			c := frac[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			f += int64(c - '0')
+		}
+	}
+	if w > MaxCapacity || w*Scale+f > MaxRate {
+		return 0, false
+	}
+	return w*Scale + f, true
+}
+
+// parseRateExact is ParseRate for any JSON number.
+func parseRateExact(s string) (int64, error) {
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || !validNumber.MatchString(s) {
 		return 0, fmt.Errorf("%w: refill_per_second %q is not a number", ErrInvalidPolicy, s)

@@ -47,6 +47,39 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
+// The plain decimals FormatRate writes take a path of their own, which
+// must agree with the exact parser and allocate nothing.
+func TestParseRatePlainDecimals(t *testing.T) {
+	for _, in := range []string{"0", "1", "0.5", "2.25", "0.000000001", "1000000000", "999999999.999999999", "10", "7.000000001"} {
+		plain, ok := parsePlainRate(in)
+		require.True(t, ok, "%q is plain", in)
+		exact, err := parseRateExact(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, exact, plain, "ParseRate(%q)", in)
+		assert.Equal(t, in, FormatRate(plain), "FormatRate(ParseRate(%q))", in)
+		assert.Zero(t, testing.AllocsPerRun(10, func() { _, _ = ParseRate(in) }), "ParseRate(%q) allocates", in)
+	}
+	for _, in := range []string{"1e3", "2.5E-1", "-1", "01", "00", "1.", ".5", "0.0000000001", "0.1000000000", "1000000000.5", "10000000000", "1 ", "1.x", "x"} {
+		_, ok := parsePlainRate(in)
+		assert.False(t, ok, "%q is left to the exact parser", in)
+	}
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"0", "1", "0.5", "1e3", "1000000000", "1000000000.5", "0.000000001", "-0", "01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		plain, ok := parsePlainRate(s)
+		if !ok {
+			return
+		}
+		exact, err := parseRateExact(s)
+		require.NoError(t, err, "%q", s)
+		require.Equal(t, exact, plain, "%q", s)
+	})
+}
+
 func TestParseCapacity(t *testing.T) {
 	good := map[string]int64{"1": 1, "5": 5, "1e3": 1000, "10.0": 10, "1000000000": MaxCapacity}
 	for in, want := range good {

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorate/quorate/api"
@@ -17,13 +19,10 @@ import (
 // A denial is a successful answer: 200 with "allowed": false. With the query
 // parameter status=429 a denial is answered 429 Too Many Requests instead,
 // with the same body and headers, for callers that proxy the status. The
-// answer carries the IETF RateLimit headers:
-//
-//	RateLimit-Limit:     the capacity of the policy that decided
-//	RateLimit-Remaining: whole tokens left
-//	RateLimit-Reset:     seconds (rounded up) until the bucket is full; absent if it never refills
-//	Retry-After:         on a denial, seconds (rounded up) until the same request would be
-//	                     allowed; absent if it never will under the current policy
+// answer carries the RateLimit fields (api.AllowResponse.SetHeaders: the
+// trio RateLimit-Limit, -Remaining and -Reset, Retry-After on a denial, and
+// the draft's RateLimit-Policy and RateLimit) and the node's routes version
+// (api.HeaderRoutesVersion).
 func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	denyStatus := http.StatusOK
 	if r.URL.RawQuery != "" { // parsing an empty query would still build a map
@@ -48,14 +47,14 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := ds[0]
-	setRateLimitHeaders(w.Header(), d)
+	out := s.allowResponse(ds[0])
+	out.SetHeaders(w.Header())
+	s.setRoutesVersion(w.Header())
 	status := http.StatusOK
-	if !d.Allowed {
+	if !out.Allowed {
 		status = denyStatus
 	}
 	bp := s.bufs.get()
-	out := allowResponse(d)
 	*bp = append(appendAllowJSON(*bp, &out), '\n')
 	s.writeEncoded(w, status, bp)
 	return nil
@@ -63,7 +62,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 
 // allowBatch answers POST /v1/allow/batch: one result per request, in
 // order. Batches carry no RateLimit headers (their requests may be for
-// different clients), and a denial is always 200.
+// different clients), only the routes version, and a denial is always 200.
 func (s *Server) allowBatch(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	reqs, err := readAndDecode(s, r, s.opts.MaxBatchBodyBytes, s.decodeBatch)
 	if err != nil {
@@ -74,13 +73,14 @@ func (s *Server) allowBatch(ctx context.Context, w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
+	s.setRoutesVersion(w.Header())
 	bp := s.bufs.get()
 	b := append(*bp, `{"results":[`...)
 	for i, d := range ds {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		out := allowResponse(d)
+		out := s.allowResponse(d)
 		b = appendAllowJSON(b, &out)
 	}
 	*bp = append(b, "]}\n"...)
@@ -108,8 +108,9 @@ func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Dec
 	return ds, nil
 }
 
-func allowResponse(d fsm.Decision) api.AllowResponse {
-	return api.AllowResponse{
+// allowResponse is d as the API answers it.
+func (s *Server) allowResponse(d fsm.Decision) api.AllowResponse {
+	out := api.AllowResponse{
 		Allowed:       d.Allowed,
 		Remaining:     d.RemainingTokens(),
 		Limit:         d.Limit,
@@ -121,37 +122,53 @@ func allowResponse(d fsm.Decision) api.AllowResponse {
 
 		MaybeDuplicate: d.MaybeDuplicate,
 	}
+	if d.RateKnown {
+		out.RefillPerSecond = s.rates.get(d.Rate)
+	}
+	return out
 }
 
-// setRateLimitHeaders sets the RateLimit headers of an allow answer (see
-// Server.allow). The keys are canonical and assigned directly; the values
-// share one string and one slice backing array.
-func setRateLimitHeaders(h http.Header, d fsm.Decision) {
-	reset := d.ResetAfter != bucket.Never
-	retry := !d.Allowed && d.RetryAfter != bucket.Never
-	var num [4 * 20]byte // four int64s at most
-	b := strconv.AppendInt(num[:0], d.Limit, 10)
-	endLimit := len(b)
-	b = strconv.AppendInt(b, d.RemainingTokens(), 10)
-	endRemaining := len(b)
-	if reset {
-		b = strconv.AppendInt(b, ceilDiv(d.ResetAfter, int64(time.Second)), 10)
+// rateStrings remembers the decimal form of the refill rates answered
+// (bucket.FormatRate), so that writing one allocates nothing after the
+// first time: a cluster has a handful of policies. It is a fixed table of
+// slots, each holding the last rate that hashed to it, safe for concurrent
+// use; the zero value is empty.
+type rateStrings struct {
+	slots [64]atomic.Pointer[rateString]
+}
+
+type rateString struct {
+	rate int64
+	s    json.Number
+}
+
+func (c *rateStrings) get(rate int64) json.Number {
+	slot := &c.slots[(uint64(rate)*0x9e3779b97f4a7c15)>>58] // Fibonacci hashing: the top 6 bits
+	if e := slot.Load(); e != nil && e.rate == rate {
+		return e.s
 	}
-	endReset := len(b)
-	if retry {
-		b = strconv.AppendInt(b, ceilDiv(d.RetryAfter, int64(time.Second)), 10)
+	e := &rateString{rate: rate, s: json.Number(bucket.FormatRate(rate))}
+	slot.Store(e)
+	return e.s
+}
+
+// routesVersionHeader is one routes version as a header value.
+type routesVersionHeader struct {
+	version uint64
+	value   []string
+}
+
+// setRoutesVersion sets api.HeaderRoutesVersion to the Service's routes
+// version. The value is built only when the version changed since the
+// last answer (at a leadership change), so it allocates nothing otherwise.
+func (s *Server) setRoutesVersion(h http.Header) {
+	v := s.routesVersionOf()
+	last := s.routesVersion.Load()
+	if last == nil || last.version != v {
+		last = &routesVersionHeader{version: v, value: []string{strconv.FormatUint(v, 10)}}
+		s.routesVersion.Store(last)
 	}
-	nums := string(b)
-	vals := make([]string, 4)
-	vals[0], vals[1], vals[2], vals[3] = nums[:endLimit], nums[endLimit:endRemaining], nums[endRemaining:endReset], nums[endReset:]
-	h["Ratelimit-Limit"] = vals[0:1:1]
-	h["Ratelimit-Remaining"] = vals[1:2:2]
-	if reset {
-		h["Ratelimit-Reset"] = vals[2:3:3]
-	}
-	if retry {
-		h["Retry-After"] = vals[3:4:4]
-	}
+	h[api.HeaderRoutesVersion] = last.value
 }
 
 // ceilDiv returns ns/unit rounded up, for ns >= 0, and maps bucket.Never

@@ -304,7 +304,10 @@ var answerTiers = []string{"free", "default", "", `q"b\s`, "<&>", "é", "\x00\n\
 func TestAppendAllowResponse(t *testing.T) {
 	for i, tier := range answerTiers {
 		r := api.AllowResponse{Allowed: i%2 == 0, Remaining: int64(i * 1000), Limit: 5, RetryAfterMs: -1, ResetAfterMs: int64(i),
-			Tier: tier, StampUnixNano: t0 + int64(i), Duplicate: i%3 == 0, MaybeDuplicate: i%4 == 1}
+			Tier: tier, StampUnixNano: t0 + int64(i), Duplicate: i%3 == 0, MaybeDuplicate: i%4 == 1, Degraded: i%5 == 2}
+		if i%3 != 1 {
+			r.RefillPerSecond = json.Number(bucket.FormatRate(int64(i) * bucket.Scale / 7))
+		}
 		assert.Equal(t, encodingJSON(t, r), string(append(appendAllowJSON(nil, &r), '\n')), "%+v", r)
 		e := api.ErrorDetail{Code: api.CodeInvalidClient, Message: "client " + tier}
 		assert.Equal(t, encodingJSON(t, api.ErrorBody{Error: e}), string(append(appendErrorBody(nil, &e), '\n')), "%+v", e)
@@ -313,10 +316,13 @@ func TestAppendAllowResponse(t *testing.T) {
 
 func FuzzAppendAllowResponse(f *testing.F) {
 	for i, tier := range answerTiers {
-		f.Add(i%2 == 0, int64(i), int64(-i), tier, i%3 == 0)
+		f.Add(i%2 == 0, int64(i), int64(-i), tier, i%3 == 0, int64(i)*bucket.Scale/3)
 	}
-	f.Fuzz(func(t *testing.T, allowed bool, n, m int64, tier string, dup bool) {
-		r := api.AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup, MaybeDuplicate: n%2 == 1}
+	f.Fuzz(func(t *testing.T, allowed bool, n, m int64, tier string, dup bool, rate int64) {
+		r := api.AllowResponse{Allowed: allowed, Remaining: n, Limit: m, RetryAfterMs: n ^ m, ResetAfterMs: -n, Tier: tier, StampUnixNano: m, Duplicate: dup, MaybeDuplicate: n%2 == 1, Degraded: m%2 == 1}
+		if rate >= 0 && rate%5 != 0 {
+			r.RefillPerSecond = json.Number(bucket.FormatRate(rate))
+		}
 		require.Equal(t, encodingJSON(t, r), string(append(appendAllowJSON(nil, &r), '\n')), "%+v", r)
 		e := api.ErrorDetail{Code: api.Code(tier), Message: tier + tier}
 		require.Equal(t, encodingJSON(t, api.ErrorBody{Error: e}), string(append(appendErrorBody(nil, &e), '\n')), "%+v", e)

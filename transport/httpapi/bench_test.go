@@ -25,18 +25,20 @@ import (
 )
 
 // benchDecisions returns n canned decisions: mostly allowed, every fourth
-// denied, in two tiers, as a busy node would answer.
+// denied, in two tiers with their rates, as a busy node would answer.
 func benchDecisions(n int) []fsm.Decision {
 	ds := make([]fsm.Decision, n)
 	for i := range ds {
 		d := fsm.Decision{
-			Decision: bucket.Decision{Allowed: true, Remaining: 41 * bucket.Scale, Limit: 100, ResetAfter: 59 * int64(time.Second)},
-			Tier:     "free",
-			Stamp:    t0,
+			Decision:  bucket.Decision{Allowed: true, Remaining: 41 * bucket.Scale, Limit: 100, ResetAfter: 59 * int64(time.Second)},
+			Tier:      "free",
+			Stamp:     t0,
+			Rate:      bucket.Scale,
+			RateKnown: true,
 		}
 		if i%4 == 3 {
 			d.Allowed, d.Remaining, d.RetryAfter = false, 0, 250*int64(time.Millisecond)
-			d.Tier = bucket.DefaultTierName
+			d.Tier, d.Rate = bucket.DefaultTierName, bucket.Scale/4
 		}
 		ds[i] = d
 	}

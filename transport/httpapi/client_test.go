@@ -53,7 +53,7 @@ func TestClientRoundTrips(t *testing.T) {
 		require.NoError(t, c.SetClientTier(ctx, id, "free"), id)
 		got, err := c.Allow(ctx, id, 2, "")
 		require.NoError(t, err, id)
-		assert.Equal(t, api.AllowResponse{Allowed: true, Remaining: 3, Limit: 5, ResetAfterMs: 8000, Tier: "free", StampUnixNano: clk.now()}, got, id)
+		assert.Equal(t, api.AllowResponse{Allowed: true, Remaining: 3, Limit: 5, ResetAfterMs: 8000, Tier: "free", StampUnixNano: clk.now(), RefillPerSecond: "0.25"}, got, id)
 		view, err := c.GetClient(ctx, id)
 		require.NoError(t, err, id)
 		assert.Equal(t, id, view.Client)

@@ -67,9 +67,11 @@ func (s *Server) writeEncoded(w http.ResponseWriter, status int, bp *[]byte) {
 	s.bufs.put(bp)
 }
 
-// appendAllowJSON appends r as encoding/json encodes an api.AllowResponse,
-// fields in declaration order and Duplicate and MaybeDuplicate omitted when
-// false.
+// appendAllowJSON appends r as encoding/json encodes an api.AllowResponse:
+// fields in declaration order, RefillPerSecond omitted when empty and
+// written as the number it holds (it must be a valid JSON number, as
+// bucket.FormatRate writes), and Duplicate, MaybeDuplicate and Degraded
+// omitted when false.
 func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, r.Allowed)
@@ -85,11 +87,18 @@ func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	b = appendJSONString(b, r.Tier)
 	b = append(b, `,"stamp_unix_nano":`...)
 	b = strconv.AppendInt(b, r.StampUnixNano, 10)
+	if r.RefillPerSecond != "" {
+		b = append(b, `,"refill_per_second":`...)
+		b = append(b, r.RefillPerSecond...)
+	}
 	if r.Duplicate {
 		b = append(b, `,"duplicate":true`...)
 	}
 	if r.MaybeDuplicate {
 		b = append(b, `,"maybe_duplicate":true`...)
+	}
+	if r.Degraded {
+		b = append(b, `,"degraded":true`...)
 	}
 	return append(b, '}')
 }

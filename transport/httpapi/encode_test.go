@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,10 +24,10 @@ import (
 // encoding/json wrote before, with the same headers.
 func TestAnswersAreEncodingJSON(t *testing.T) {
 	ds := []fsm.Decision{
-		{Decision: bucket.Decision{Allowed: true, Remaining: 4*bucket.Scale + 1, Limit: 5, ResetAfter: 1500 * int64(time.Millisecond)}, Tier: "free", Stamp: t0},
-		{Decision: bucket.Decision{Limit: 5, RetryAfter: 1, ResetAfter: bucket.Never}, Tier: "<odd&tier>", Stamp: t0 + 1, Duplicate: true},
+		{Decision: bucket.Decision{Allowed: true, Remaining: 4*bucket.Scale + 1, Limit: 5, ResetAfter: 1500 * int64(time.Millisecond)}, Tier: "free", Stamp: t0, Rate: bucket.Scale, RateKnown: true},
+		{Decision: bucket.Decision{Limit: 5, RetryAfter: 1, ResetAfter: bucket.Never}, Tier: "<odd&tier>", Stamp: t0 + 1, Duplicate: true, RateKnown: true},
 		{Decision: bucket.Decision{Limit: 1, RetryAfter: bucket.Never, ResetAfter: bucket.Never}, Tier: bucket.DefaultTierName, Stamp: t0 + 2},
-		{Decision: bucket.Decision{Allowed: true, Limit: 9}, Tier: "free", Stamp: t0 + 3, MaybeDuplicate: true},
+		{Decision: bucket.Decision{Allowed: true, Limit: 9}, Tier: "free", Stamp: t0 + 3, MaybeDuplicate: true, Rate: bucket.Scale / 4, RateKnown: true},
 	}
 	var answer []fsm.Decision
 	svc := &fakeService{allow: func(context.Context, []fsm.AllowRequest) ([]fsm.Decision, error) { return answer, nil }}
@@ -44,23 +45,28 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		path                              string
 		status                            int
 		limit, remaining, reset, retryAft string
+		refill, policy, rateLimit         string
 	}{
-		{ds[0], "/v1/allow", 200, "5", "4", "2", ""},
-		{ds[1], "/v1/allow?status=429", 429, "5", "0", "", "1"},
-		{ds[2], "/v1/allow", 200, "1", "0", "", ""},
-		{ds[3], "/v1/allow", 200, "9", "0", "0", ""},
+		{ds[0], "/v1/allow", 200, "5", "4", "2", "", "1", `"free";q=5;w=5`, `"free";r=4;t=2`},
+		{ds[1], "/v1/allow?status=429", 429, "5", "0", "", "1", "0", `"<odd&tier>";q=5`, `"<odd&tier>";r=0`},
+		{ds[2], "/v1/allow", 200, "1", "0", "", "", "", `"default";q=1`, `"default";r=0`},
+		{ds[3], "/v1/allow", 200, "9", "0", "0", "", "0.25", `"free";q=9;w=36`, `"free";r=0;t=0`},
 	} {
 		answer = []fsm.Decision{tt.d}
 		rec := serve(tt.path, `{"client":"a"}`)
 		require.Equal(t, tt.status, rec.Code, rec.Body.String())
-		assert.Equal(t, encodingJSON(t, allowResponse(tt.d)), rec.Body.String())
+		out := s.allowResponse(tt.d)
+		assert.Equal(t, json.Number(tt.refill), out.RefillPerSecond)
+		assert.Equal(t, encodingJSON(t, out), rec.Body.String())
 		h := rec.Header()
 		assert.Equal(t, http.Header{
 			"Content-Type":        {"application/json"},
 			"Cache-Control":       {"no-store"},
 			"Ratelimit-Limit":     {tt.limit},
 			"Ratelimit-Remaining": {tt.remaining},
-		}, keep(h, "Content-Type", "Cache-Control", "Ratelimit-Limit", "Ratelimit-Remaining"))
+			"Ratelimit-Policy":    {tt.policy},
+			"Ratelimit":           {tt.rateLimit},
+		}, keep(h, "Content-Type", "Cache-Control", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Policy", "Ratelimit"))
 		assert.Equal(t, tt.reset, h.Get("RateLimit-Reset"))
 		assert.Equal(t, tt.retryAft, h.Get("Retry-After"))
 	}
@@ -70,7 +76,7 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	want := api.BatchResponse{}
 	for _, d := range ds {
-		want.Results = append(want.Results, allowResponse(d))
+		want.Results = append(want.Results, s.allowResponse(d))
 	}
 	assert.Equal(t, encodingJSON(t, want), rec.Body.String())
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))

@@ -41,7 +41,13 @@ type fakeService struct {
 
 func (f *fakeService) Routes() cluster.Routes { return f.routes }
 
-var _ Service = (*fakeService)(nil)
+// RoutesVersion is the version of f.routes, as a node's is its routes'.
+func (f *fakeService) RoutesVersion() uint64 { return f.routes.Version }
+
+var (
+	_ Service         = (*fakeService)(nil)
+	_ RoutesVersioner = (*fakeService)(nil)
+)
 
 var errNotConfigured = errors.New("fake: method not configured")
 

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -444,6 +445,33 @@ func TestNodeRequestIDOverHTTP(t *testing.T) {
 	other := ln.allow(t, `{"client":"erin","cost":4,"request_id":"req-2"}`)
 	assert.False(t, other.Duplicate)
 	assert.Equal(t, int64(2), other.Remaining)
+}
+
+// A real node's decision answers carry its routes version, the one GET
+// /v1/routes answers, and the deciding policy's rate with the draft's
+// fields.
+func TestNodeDecisionAnswersCarryRoutesVersionAndRate(t *testing.T) {
+	t.Parallel()
+	ln := startLiveNode(t, t.TempDir(), newManualClock())
+	ln.putPolicy(t, "/v1/tiers/pro", `{"capacity": 20, "refill_per_second": 2.5}`)
+	ln.mustOK(t, "PUT", "/v1/clients/pat/tier", `{"tier":"pro"}`)
+	routes := decodeStrict[api.RoutesResponse](t, ln.mustOK(t, "GET", "/v1/routes", "").body)
+	require.NotZero(t, routes.Version, "every group has had a term")
+	assert.Equal(t, ln.node.Routes().Version, ln.node.RoutesVersion())
+
+	r := ln.mustOK(t, "POST", "/v1/allow", `{"client":"pat","cost":5}`)
+	assert.Equal(t, fmt.Sprint(routes.Version), r.header.Get(api.HeaderRoutesVersion), "POST /v1/allow")
+	got := decodeStrict[api.AllowResponse](t, r.body)
+	assert.Equal(t, json.Number("2.5"), got.RefillPerSecond)
+	assert.Equal(t, `"pro";q=20;w=8`, r.header.Get("RateLimit-Policy"))
+	assert.Equal(t, `"pro";r=15;t=2`, r.header.Get("RateLimit"))
+
+	r = ln.mustOK(t, "POST", "/v1/allow/batch", `{"requests":[{"client":"pat"},{"client":"bob"}]}`)
+	assert.Equal(t, fmt.Sprint(routes.Version), r.header.Get(api.HeaderRoutesVersion), "POST /v1/allow/batch")
+	batch := decodeStrict[api.BatchResponse](t, r.body)
+	require.Len(t, batch.Results, 2)
+	assert.Equal(t, json.Number("2.5"), batch.Results[0].RefillPerSecond)
+	assert.Equal(t, json.Number(bucket.BuiltinDefault.RateString()), batch.Results[1].RefillPerSecond, "the default's rate")
 }
 
 // TestNodeMetrics checks that /metrics serves the API's and the node's

@@ -48,6 +48,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,7 +137,8 @@ func (o Options) withDefaults() Options {
 }
 
 // Server serves the v1 API from a Service. It is an http.Handler, safe for
-// concurrent use, and holds no state besides its metrics.
+// concurrent use, and holds no state besides its metrics and what it
+// remembers to write answers without allocating (buffers, header values).
 type Server struct {
 	svc     Service
 	opts    Options
@@ -149,6 +151,11 @@ type Server struct {
 	patterns []string
 	// bufs holds the buffers bodies are read into and answers encoded into.
 	bufs bufferPool
+	// rates and routesVersion are header and body values already written
+	// (allow.go); routesVersionOf reads the Service's routes version.
+	rates           rateStrings
+	routesVersion   atomic.Pointer[routesVersionHeader]
+	routesVersionOf func() uint64
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -174,6 +181,10 @@ func New(svc Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, opts: opts, log: opts.Logger, metrics: newMetrics(reg), mux: http.NewServeMux(),
 		refused: newRefusedCounter(reg), origins: http.NewCrossOriginProtection()}
+	s.routesVersionOf = func() uint64 { return svc.Routes().Version }
+	if rv, ok := svc.(RoutesVersioner); ok {
+		s.routesVersionOf = rv.RoutesVersion
+	}
 
 	// Routes that call the Service check their path, then the caller's
 	// deadline (withDeadline), before the handler reads the body. POST
