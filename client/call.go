@@ -40,17 +40,30 @@ func (c *Client) allowBatch(ctx context.Context, node string, reqs []api.AllowRe
 	return out.Results, nil
 }
 
-// call sends in (if not nil) as JSON to node and decodes a 2xx answer into
-// out (if not nil). until (if not zero) bounds the call and is sent as the
-// node's own deadline. A failure is an *Error of the kind the evidence
-// allows: not sent when no connection was made, lost when the request may
-// have reached the node, the code's kind for an error answer.
+// call is send through the client's connections and token, and tells the
+// routes table the routes version the node answered with.
 func (c *Client) call(ctx context.Context, node, method, path string, in, out any, until time.Time) *Error {
+	v, err := send(ctx, c.hc, c.auth, node, method, path, in, out, until)
+	if v != 0 {
+		c.routesSeen(node, v)
+	}
+	return err
+}
+
+// send sends in (if not nil) as JSON to node and decodes a 2xx answer into
+// out (if not nil), with auth as the Authorization header ("" for none).
+// until (if not zero) bounds the call and is sent as the node's own
+// deadline; without it, the context's deadline is sent. A failure is an
+// *Error of the kind the evidence allows: not sent when no connection was
+// made, lost when the request may have reached the node, the code's kind
+// for an error answer. routesVersion is the answer's
+// X-Quorate-Routes-Version (0: none).
+func send(ctx context.Context, hc *http.Client, auth, node, method, path string, in, out any, until time.Time) (routesVersion uint64, _ *Error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return invalid("encoding the request: %v", err)
+			return 0, invalid("encoding the request: %v", err)
 		}
 		body = bytes.NewReader(b)
 	}
@@ -63,48 +76,46 @@ func (c *Client) call(ctx context.Context, node, method, path string, in, out an
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, method, node+path, body)
 	if err != nil {
-		return invalid("%v", err)
+		return 0, invalid("%v", err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
-	if !until.IsZero() {
-		ms := time.Until(until).Milliseconds()
+	if dl, ok := ctx.Deadline(); ok {
+		ms := time.Until(dl).Milliseconds()
 		if ms <= 0 {
-			return lost(node, context.DeadlineExceeded)
+			return 0, notSent(node, context.DeadlineExceeded)
 		}
 		req.Header.Set(api.HeaderTimeout, strconv.FormatInt(ms, 10))
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		if !connected.Load() {
-			return notSent(node, err)
+			return 0, notSent(node, err)
 		}
-		return lost(node, err)
+		return 0, lost(node, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return &Error{Status: resp.StatusCode, Node: node, Err: err, kind: kindOfStatus(resp.StatusCode)}
+			return 0, &Error{Status: resp.StatusCode, Node: node, Err: err, kind: kindOfStatus(resp.StatusCode)}
 		}
-		return lost(node, fmt.Errorf("reading the answer: %w", err))
+		return 0, lost(node, fmt.Errorf("reading the answer: %w", err))
 	}
-	if v, err := strconv.ParseUint(resp.Header.Get(api.HeaderRoutesVersion), 10, 64); err == nil {
-		c.routesSeen(node, v)
-	}
+	routesVersion, _ = strconv.ParseUint(resp.Header.Get(api.HeaderRoutesVersion), 10, 64)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return answerError(node, resp, data)
+		return routesVersion, answerError(node, resp, data)
 	}
 	if out == nil {
-		return nil
+		return routesVersion, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return lost(node, fmt.Errorf("decoding the answer to %s %s: %w", method, path, err))
+		return routesVersion, lost(node, fmt.Errorf("decoding the answer to %s %s: %w", method, path, err))
 	}
-	return nil
+	return routesVersion, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +58,7 @@ func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	require.NoError(t, c.Refresh(ctx)) // so the lane's group is known before the first call
 
 	type answer struct {
 		d   api.AllowResponse
@@ -74,7 +76,16 @@ func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 	group, _ := c.routes.leaderOf("first")
 	l := c.laneFor(srv.URL, group)
 	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inflight == 1 }, 5*time.Second, time.Millisecond)
-	bad, good := run(strings.Repeat("b", api.MaxClientLen+1)), run("good")
+	// Lanes are per group: find a bad id and a good one in first's group.
+	sameGroup := func(prefix string) string {
+		for i := 0; ; i++ {
+			id := prefix + strconv.Itoa(i)
+			if g, _ := c.routes.leaderOf(id); g == group {
+				return id
+			}
+		}
+	}
+	bad, good := run(sameGroup(strings.Repeat("b", api.MaxClientLen))), run(sameGroup("good"))
 	require.Eventually(t, func() bool { return l.queued() == 2 }, 5*time.Second, time.Millisecond)
 	close(g.release)
 

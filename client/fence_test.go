@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -15,7 +13,8 @@ import (
 // afford to import: the public wire types, the bucket arithmetic and the
 // standard library, never raft, storage, gossip or metrics.
 func TestTheClientLinksNoServerCode(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go") // go test runs with the go command on PATH
+	require.NoError(t, err)
 	out, err := exec.Command(goBin, "list", "-deps", "github.com/quorate/quorate/client").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	deps := strings.Fields(string(out))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -81,12 +82,12 @@ func (l *live) leaderOf(t *testing.T, from int, client string) int {
 	return -1
 }
 
-// balance reads client's balance through node i's API.
-func (l *live) balance(t *testing.T, i int, client string) int64 {
+// balance reads id's balance through node i's API.
+func (l *live) balance(t *testing.T, i int, id string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := httpapi.NewClient(l.urls[i], nil).GetClient(ctx, client)
+	v, err := client.NewNode(l.urls[i], nil).GetClient(ctx, id)
 	require.NoError(t, err)
 	return v.Remaining
 }
@@ -96,7 +97,7 @@ func (l *live) setDefault(t *testing.T, p bucket.Policy) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ch, err := httpapi.NewClient(l.urls[0], nil).PutDefault(ctx, p)
+	ch, err := client.NewNode(l.urls[0], nil).PutDefault(ctx, p)
 	require.NoError(t, err)
 	require.Empty(t, ch.Lagging)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -199,7 +200,7 @@ func TestServeWithTokensOverHTTPS(t *testing.T) {
 		return out.String(), err
 	}
 	_, err = cli("tier", "set", "free", "--capacity", "2", "--rate", "0")
-	var ae *httpapi.APIError
+	var ae *client.Error
 	require.ErrorAs(t, err, &ae, "no token")
 	assert.Equal(t, api.CodeUnauthenticated, ae.Code)
 	assert.Equal(t, 1, exitCode(err))
@@ -298,7 +299,7 @@ func TestServeRefusesCrossSiteLeave(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 
-	require.NoError(t, httpapi.NewClient(addr, nil).Ready(context.Background()), "the node is still serving")
+	require.NoError(t, client.NewNode(addr, nil).Ready(context.Background()), "the node is still serving")
 }
 
 // SIGHUP reloads the auth file: a token added with `quorate token new`
@@ -312,7 +313,7 @@ func TestServeReloadsAuthFileOnSIGHUP(t *testing.T) {
 		"--raft-addr", addrOn(t, "127.0.0.44"), "--gossip-addr", addrOn(t, "127.0.0.44"), "--groups", "2", "--log-level", "warn")
 	ctx := context.Background()
 	tiers := func(tok string) error {
-		_, err := httpapi.NewClient(addr, nil, httpapi.WithToken(tok)).Tiers(ctx)
+		_, err := client.NewNode(addr, nil, client.WithToken(tok)).Tiers(ctx)
 		return err
 	}
 	require.NoError(t, tiers(first))

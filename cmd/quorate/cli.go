@@ -14,7 +14,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 const usage = `quorate: a replicated rate limiter
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type command struct {
 	args  []string // names of the positional arguments
 	flags func(fs *flag.FlagSet)
-	do    func(ctx context.Context, c *httpapi.Client, args []string) (any, error)
+	do    func(ctx context.Context, c *client.Node, args []string) (any, error)
 	print func(w io.Writer, v any)
 }
 
@@ -212,7 +212,7 @@ func (cl *cli) commands() map[string]command {
 				fs.Int64Var(&cl.cost, "cost", 1, "tokens to take (0 peeks)")
 				fs.StringVar(&cl.requestID, "request-id", "", "idempotency key: a retry with the same id takes nothing")
 			},
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				r, err := c.Allow(ctx, a[0], cl.cost, cl.requestID)
 				if err != nil {
 					return nil, err
@@ -237,7 +237,7 @@ func (cl *cli) commands() map[string]command {
 		},
 		"client get": {
 			args: []string{"CLIENT"},
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				r, err := c.GetClient(ctx, a[0])
 				if err != nil {
 					return nil, err
@@ -247,7 +247,7 @@ func (cl *cli) commands() map[string]command {
 		},
 		"client set-tier": {
 			args: []string{"CLIENT", "TIER"},
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				if err := c.SetClientTier(ctx, a[0], a[1]); err != nil {
 					return nil, err
 				}
@@ -260,7 +260,7 @@ func (cl *cli) commands() map[string]command {
 		},
 		"client remove-tier": {
 			args: []string{"CLIENT"},
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				if err := c.RemoveClientTier(ctx, a[0]); err != nil {
 					return nil, err
 				}
@@ -271,7 +271,7 @@ func (cl *cli) commands() map[string]command {
 			},
 		},
 		"tier list": {
-			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
 				r, err := c.Tiers(ctx)
 				if err != nil {
 					return nil, err
@@ -298,7 +298,7 @@ func (cl *cli) commands() map[string]command {
 		"tier set": {
 			args:  []string{"NAME"},
 			flags: cl.policyFlags,
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				p, err := cl.policy()
 				if err != nil {
 					return nil, err
@@ -309,14 +309,14 @@ func (cl *cli) commands() map[string]command {
 		},
 		"tier delete": {
 			args: []string{"NAME"},
-			do: func(ctx context.Context, c *httpapi.Client, a []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
 				return configAnswer(c.DeleteTier(ctx, a[0]))
 			},
 			print: printConfigChange,
 		},
 		"default set": {
 			flags: cl.policyFlags,
-			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
 				p, err := cl.policy()
 				if err != nil {
 					return nil, err
@@ -326,7 +326,7 @@ func (cl *cli) commands() map[string]command {
 			print: printConfigChange,
 		},
 		"leave": {
-			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
 				if err := c.Leave(ctx); err != nil {
 					return nil, err
 				}
@@ -335,7 +335,7 @@ func (cl *cli) commands() map[string]command {
 			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
 		},
 		"status": {
-			do: func(ctx context.Context, c *httpapi.Client, _ []string) (any, error) {
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
 				r, err := c.Cluster(ctx)
 				if err != nil {
 					return nil, err

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 // client returns the API client the flags describe: --addr (a bare
 // host:port gets https:// with --ca-cert, http:// without), --token sent as
 // a bearer token, --ca-cert as the only CA trusted for HTTPS (the system's
 // CAs without it).
-func (cl *cli) client() (*httpapi.Client, error) {
+func (cl *cli) client() (*client.Node, error) {
 	base := cl.addr
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cl.caCert != "" {
@@ -41,5 +41,5 @@ func (cl *cli) client() (*httpapi.Client, error) {
 		return nil, usageError{errors.New("--token: a token has no white space (is QUORATE_TOKEN a file's content with a newline?)")}
 	}
 	hc := &http.Client{Transport: tr, Timeout: cl.timeout + time.Second}
-	return httpapi.NewClient(base, hc, httpapi.WithToken(cl.token)), nil
+	return client.NewNode(base, hc, client.WithToken(cl.token)), nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 // serveChildEnv makes the test binary run `quorate serve` with the
@@ -57,7 +57,7 @@ func startChild(t *testing.T, addr string, args ...string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	c := httpapi.NewClient(addr, nil)
+	c := client.NewNode(addr, nil)
 	require.Eventually(t, func() bool {
 		select {
 		case <-exited:
@@ -94,7 +94,7 @@ func TestKilledNodeKeepsAcknowledgedDecisions(t *testing.T) {
 			var acked, unknown [clients]atomic.Int64
 			var total atomic.Int64
 			killed := make(chan struct{})
-			c := httpapi.NewClient(addr, nil)
+			c := client.NewNode(addr, nil)
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Add(1)

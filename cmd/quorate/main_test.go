@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/version"
-	"github.com/quorate/quorate/transport/httpapi"
 )
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
@@ -34,7 +34,7 @@ func freeAddr(t *testing.T) string {
 
 // startServe runs `quorate serve` in-process and returns a client for it and
 // a function that stops it (as SIGTERM would) and returns serve's error.
-func startServe(t *testing.T, args ...string) (*httpapi.Client, string, func() error) {
+func startServe(t *testing.T, args ...string) (*client.Node, string, func() error) {
 	t.Helper()
 	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,7 +44,7 @@ func startServe(t *testing.T, args ...string) (*httpapi.Client, string, func() e
 		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--raft-addr", raftAddr, "--gossip-addr", gossipAddr,
 			"--log-level", "warn", "--groups", "4"}, args...), &bytes.Buffer{}, &stderr)
 	}()
-	c := httpapi.NewClient(addr, nil)
+	c := client.NewNode(addr, nil)
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-done:
@@ -155,7 +155,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	_, err = cli("tier", "set", "free", "--capacity", "0", "--rate", "1")
 	assert.Equal(t, 2, exitCode(err), "an invalid policy is a usage error: %v", err)
 	_, err = cli("tier", "delete", "nope")
-	var apiErr *httpapi.APIError
+	var apiErr *client.Error
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, api.CodeTierNotFound, apiErr.Code)
 	assert.Equal(t, 1, exitCode(err))

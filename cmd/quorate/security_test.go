@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 // serveNode runs `quorate serve` in-process on fresh loopback ports with
 // args, waits until it is ready and returns a client, its gossip address
 // and its log.
-func serveNode(t *testing.T, args ...string) (*httpapi.Client, string, *syncBuffer) {
+func serveNode(t *testing.T, args ...string) (*client.Node, string, *syncBuffer) {
 	t.Helper()
 	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -32,7 +32,7 @@ func serveNode(t *testing.T, args ...string) (*httpapi.Client, string, *syncBuff
 		cancel()
 		<-done
 	})
-	c := httpapi.NewClient(addr, nil)
+	c := client.NewNode(addr, nil)
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-done:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/transport/httpapi"
 )
 
@@ -39,14 +40,14 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // newCeiling serves a Service on a loopback httptest server and returns a
 // client for it and the Service's clock.
-func newCeiling(t *testing.T) (*httpapi.Client, *fakeClock) {
+func newCeiling(t *testing.T) (*client.Node, *fakeClock) {
 	t.Helper()
 	clk := &fakeClock{t: t0}
 	svc, err := New(Options{Shards: 4, Now: clk.now})
 	require.NoError(t, err)
 	ts := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
 	t.Cleanup(ts.Close)
-	return httpapi.NewClient(ts.URL, ts.Client()), clk
+	return client.NewNode(ts.URL, ts.Client()), clk
 }
 
 // step is one request of a table: move the clock by advance, run before
@@ -62,7 +63,7 @@ type step struct {
 	tier      string
 }
 
-func runSteps(t *testing.T, c *httpapi.Client, clk *fakeClock, steps []step) {
+func runSteps(t *testing.T, c *client.Node, clk *fakeClock, steps []step) {
 	t.Helper()
 	for i, st := range steps {
 		clk.advance(st.advance)
@@ -154,7 +155,7 @@ func TestRequestIDsAndBatches(t *testing.T) {
 	assert.Equal(t, int64(8), res[6].Remaining, "a's second, in order")
 
 	_, err = c.DeleteTier(ctx, "nope")
-	var apiErr *httpapi.APIError
+	var apiErr *client.Error
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	assert.Equal(t, api.CodeTierNotFound, apiErr.Code)
 	_, err = c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1})

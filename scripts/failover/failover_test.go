@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/clusterview"
-	"github.com/quorate/quorate/transport/httpapi"
 )
 
 func TestLeaderOf(t *testing.T) {
@@ -53,7 +53,7 @@ func TestProbe(t *testing.T) {
 	}))
 	defer ts.Close()
 	hc := &http.Client{Transport: serverTimeout{http.DefaultTransport}}
-	p := newProber(context.Background(), httpapi.NewClient(ts.URL, hc, httpapi.WithToken("tok")), "c1", time.Millisecond, time.Second)
+	p := newProber(context.Background(), client.NewNode(ts.URL, hc, client.WithToken("tok")), "c1", time.Millisecond, time.Second)
 	send := func() (int64, string, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -38,8 +38,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/loopback"
-	"github.com/quorate/quorate/transport/httpapi"
 )
 
 func main() {
@@ -170,7 +170,7 @@ type node struct {
 	num     int    // N
 	base    string // http://127.0.0.N:7070
 	pidFile string
-	api     *httpapi.Client // for GET /v1/cluster
+	api     *client.Node // for GET /v1/cluster
 }
 
 type tool struct {
@@ -178,7 +178,7 @@ type tool struct {
 	c     config
 	log   io.Writer
 	nodes []node
-	probe *http.Client // under the probes' httpapi.Client: POST /v1/allow
+	probe *http.Client // under the probes' client.Node: POST /v1/allow
 }
 
 func newTool(ctx context.Context, c config, log io.Writer) (*tool, error) {
@@ -207,7 +207,7 @@ func newTool(ctx context.Context, c config, log io.Writer) (*tool, error) {
 		if err := loopback.CheckURL(base); err != nil {
 			return nil, err
 		}
-		api := httpapi.NewClient(base, status, httpapi.WithToken(c.token))
+		api := client.NewNode(base, status, client.WithToken(c.token))
 		t.nodes = append(t.nodes, node{id: name, num: n, base: base, pidFile: f, api: api})
 	}
 	slices.SortFunc(t.nodes, func(a, b node) int { return a.num - b.num })

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/api"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 // prober sends one peek every interval, each in its own goroutine with a
 // short deadline, and keeps every outcome. It stops by itself after max.
 type prober struct {
 	ctx      context.Context // ends waits early on INT or TERM
-	api      *httpapi.Client // the node probed through
+	api      *client.Node    // the node probed through
 	client   string
 	interval time.Duration
 	limit    int
@@ -30,7 +30,7 @@ type prober struct {
 	wg      sync.WaitGroup
 }
 
-func newProber(ctx context.Context, api *httpapi.Client, client string, interval, maxRun time.Duration) *prober {
+func newProber(ctx context.Context, api *client.Node, client string, interval, maxRun time.Duration) *prober {
 	return &prober{
 		ctx: ctx, api: api, client: client, interval: interval,
 		limit:   int(maxRun/interval) + 1,
@@ -81,9 +81,9 @@ func (p *prober) once() {
 // status and error code, or "transport") and its text.
 func (p *prober) send(ctx context.Context) (stamp int64, kind, errText string) {
 	out, err := p.api.Allow(ctx, p.client, 0, "")
-	var ae *httpapi.APIError
+	var ae *client.Error
 	switch {
-	case errors.As(err, &ae):
+	case errors.As(err, &ae) && ae.Status != 0:
 		kind = strconv.Itoa(ae.Status)
 		if ae.Code != "" {
 			kind += " " + string(ae.Code)
@@ -99,7 +99,7 @@ func (p *prober) send(ctx context.Context) (stamp int64, kind, errText string) {
 
 // serverTimeout sends every request with TimeoutHeader set to
 // probeTimeoutMs, shorter than the client's own deadline, so that the
-// server gives up first and its 503 comes back (httpapi.Client would send
+// server gives up first and its 503 comes back (client.Node would send
 // the client's deadline).
 type serverTimeout struct{ next http.RoundTripper }
 

@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/grouphash"
-	"github.com/quorate/quorate/transport/httpapi"
 )
 
 // runResult is what one run (runOnce) measured; the JSON report lists
@@ -104,7 +104,7 @@ func (t *tool) runOnce(i int) (runResult, error) {
 	}
 	r.KilledPID = pid
 
-	api := httpapi.NewClient(via.base, t.probe, httpapi.WithToken(t.c.token))
+	api := client.NewNode(via.base, t.probe, client.WithToken(t.c.token))
 	p := newProber(t.ctx, api, t.c.client, t.c.interval, t.c.timeout+2*time.Second)
 	p.start()
 	// Warm up: the probe must be getting answers before the kill, or there

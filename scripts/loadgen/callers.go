@@ -15,7 +15,6 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
-	"github.com/quorate/quorate/transport/httpapi"
 )
 
 // callTimeout bounds one call, like a client's deadline.
@@ -27,7 +26,7 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 	switch cfg.mode {
 	case "quorate", "gubernator":
 		tr := &http.Transport{MaxIdleConnsPerHost: cfg.conns, MaxConnsPerHost: cfg.conns, IdleConnTimeout: time.Minute}
-		hc := &http.Client{Transport: httpapi.BearerTransport(tr, cfg.token), Timeout: callTimeout}
+		hc := &http.Client{Transport: client.BearerTransport(tr, cfg.token), Timeout: callTimeout}
 		if cfg.mode == "gubernator" {
 			return func(target string) (caller, error) {
 				return newGubernatorCaller(hc, target, cfg.policy), nil

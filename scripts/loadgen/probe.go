@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/client"
 )
 
 // Counters read from quorate's /metrics, summed over label sets and nodes.
@@ -99,7 +99,7 @@ func scrape(base, token string, into map[string]float64) error {
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Transport: httpapi.BearerTransport(http.DefaultTransport, token)}).Do(req)
+	resp, err := (&http.Client{Transport: client.BearerTransport(http.DefaultTransport, token)}).Do(req)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+
+	"github.com/quorate/quorate/client"
 )
 
 // roleTokens makes one token per role and an Authenticator knowing them.
@@ -221,25 +223,25 @@ func TestLoopbackHostOnly(t *testing.T) {
 	assert.Equal(t, 200, ts.do(t, req).status, "health checks stay open")
 }
 
-// The Go client sends its token; without one it gets the 401 as an APIError.
+// The Go client sends its token; without one it gets the 401 as a *client.Error.
 func TestClientWithToken(t *testing.T) {
 	tokens, auth := roleTokens(t)
 	ts := newTestServer(t, newLeavingService(t), Options{Auth: auth})
 	ctx := context.Background()
 
-	_, err := NewClient(ts.URL, ts.Client()).Tiers(ctx)
-	var ae *APIError
+	_, err := client.NewNode(ts.URL, ts.Client()).Tiers(ctx)
+	var ae *client.Error
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusUnauthorized, ae.Status)
 	assert.Equal(t, api.CodeUnauthenticated, ae.Code)
 
-	_, err = NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleRead])).Tiers(ctx)
+	_, err = client.NewNode(ts.URL, ts.Client(), client.WithToken(tokens[RoleRead])).Tiers(ctx)
 	require.NoError(t, err)
-	_, err = NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleRead])).Allow(ctx, "a", 1, "")
+	_, err = client.NewNode(ts.URL, ts.Client(), client.WithToken(tokens[RoleRead])).Allow(ctx, "a", 1, "")
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, api.CodeForbidden, ae.Code)
-	r, err := NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleDecide])).Allow(ctx, "a", 1, "")
+	r, err := client.NewNode(ts.URL, ts.Client(), client.WithToken(tokens[RoleDecide])).Allow(ctx, "a", 1, "")
 	require.NoError(t, err)
 	assert.True(t, r.Allowed)
-	require.NoError(t, NewClient(ts.URL, ts.Client(), WithToken(tokens[RoleAdmin])).Leave(ctx))
+	require.NoError(t, client.NewNode(ts.URL, ts.Client(), client.WithToken(tokens[RoleAdmin])).Leave(ctx))
 }

@@ -15,14 +15,15 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
 )
 
-func newTestClient(t *testing.T, svc Service) (*Client, *testServer) {
+func newTestClient(t *testing.T, svc Service) (*client.Node, *testServer) {
 	t.Helper()
 	ts := newTestServer(t, svc, Options{})
-	return NewClient(ts.URL+"/", ts.Client()), ts
+	return client.NewNode(ts.URL+"/", ts.Client()), ts
 }
 
 func TestClientRoundTrips(t *testing.T) {
@@ -113,7 +114,7 @@ func TestClientErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := tt.call()
-		var ae *APIError
+		var ae *client.Error
 		require.ErrorAs(t, err, &ae, tt.name)
 		assert.Equal(t, tt.status, ae.Status, tt.name)
 		assert.Equal(t, tt.code, ae.Code, tt.name)
@@ -123,7 +124,7 @@ func TestClientErrors(t *testing.T) {
 
 	svc.ready = func(context.Context) error { return fmt.Errorf("wrapped: %w", cluster.ErrUnavailable) }
 	err := c.Ready(ctx)
-	var ae *APIError
+	var ae *client.Error
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusServiceUnavailable, ae.Status)
 	assert.Equal(t, api.CodeNotReady, ae.Code)
@@ -141,7 +142,7 @@ func TestClientSendsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.Allow(ctx, "a", 1, "")
-	var ae *APIError
+	var ae *client.Error
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, api.CodeUnavailable, ae.Code)
 	assert.Equal(t, time.Second, ae.RetryAfter)
@@ -154,10 +155,13 @@ func TestClientNonJSONError(t *testing.T) {
 		http.Error(w, "bad gateway from a proxy", http.StatusBadGateway)
 	}))
 	defer proxy.Close()
-	c := NewClient(strings.TrimPrefix(proxy.URL, "http://"), nil) // a bare host:port
+	c := client.NewNode(strings.TrimPrefix(proxy.URL, "http://"), nil) // a bare host:port
 	_, err := c.Tiers(t.Context())
-	var ae *APIError
+	var ae *client.Error
 	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, APIError{Status: http.StatusBadGateway, Message: "bad gateway from a proxy"}, *ae)
+	assert.Equal(t, http.StatusBadGateway, ae.Status)
+	assert.Equal(t, "bad gateway from a proxy", ae.Message)
+	assert.Empty(t, ae.Code, "a proxy's page has no quorate code")
+	assert.Equal(t, api.Unknown, ae.Kind(), "a 502 from a proxy may have passed the request on")
 	assert.False(t, errors.Is(err, context.Canceled))
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/transport/httpapi"
@@ -35,7 +36,7 @@ func newManualClock() *cluster.ManualClock { return cluster.NewManualClock() }
 type liveNode struct {
 	node *cluster.Node
 	srv  *httptest.Server
-	api  *httpapi.Client
+	api  *client.Node
 }
 
 // startLiveNode starts node n1 on dir (new or existing) with clock, serves
@@ -47,7 +48,7 @@ func startLiveNode(t *testing.T, dir string, clock cluster.Clock) *liveNode {
 	node := clustertest.StartNode(t, cluster.Options{DataDir: dir, Clock: clock, Registerer: reg})
 	srv := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
 	t.Cleanup(srv.Close) // runs before node.Close
-	return &liveNode{node: node, srv: srv, api: httpapi.NewClient(srv.URL, srv.Client())}
+	return &liveNode{node: node, srv: srv, api: client.NewNode(srv.URL, srv.Client())}
 }
 
 // close stops the HTTP server and then the node, as a restart would.

@@ -1,0 +1,190 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/bucket"
+)
+
+// Node is a typed client of one node's v1 API, with no routing and no
+// retries: for the CLI, operators' scripts and tools that must talk to a
+// given node (a failover timer, a test). A service deciding requests wants
+// Client instead. It is safe for concurrent use.
+//
+// Every call's error is an *Error (or nil). When ctx has a deadline, each
+// call sends it as api.HeaderTimeout so the node gives up (503 timeout) no
+// later than the caller does.
+type Node struct {
+	base string
+	hc   *http.Client
+	auth string // the Authorization header's value, "" for none
+}
+
+// NodeOption configures a Node (NewNode).
+type NodeOption func(*Node)
+
+// WithToken makes the Node send token as "Authorization: Bearer <token>"
+// on every call. An empty token sends nothing.
+func WithToken(token string) NodeOption {
+	return func(n *Node) {
+		if token != "" {
+			n.auth = "Bearer " + token
+		}
+	}
+}
+
+// NewNode returns a Node for the node at baseURL ("http://host:port"; a
+// bare "host:port" gets "http://"). A nil hc means http.DefaultClient.
+func NewNode(baseURL string, hc *http.Client, opts ...NodeOption) *Node {
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	n := &Node{base: strings.TrimRight(baseURL, "/"), hc: hc}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// URL is the node's base URL.
+func (n *Node) URL() string { return n.base }
+
+// Allow asks for cost tokens (0 peeks) for client; a non-empty requestID
+// makes a retry idempotent. A denial is not an error: see
+// api.AllowResponse.Allowed.
+func (n *Node) Allow(ctx context.Context, client string, cost int64, requestID string) (api.AllowResponse, error) {
+	var out api.AllowResponse
+	err := n.do(ctx, http.MethodPost, "/v1/allow", api.AllowRequest{Client: client, Cost: &cost, RequestID: requestID}, &out)
+	return out, err
+}
+
+// AllowBatch decides reqs in one call and returns one result per request,
+// in order. A request with a nil Cost costs 1.
+func (n *Node) AllowBatch(ctx context.Context, reqs []api.AllowRequest) ([]api.AllowResponse, error) {
+	var out api.BatchResponse
+	if err := n.do(ctx, http.MethodPost, "/v1/allow/batch", api.BatchRequest{Requests: reqs}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// GetClient returns client's tier, policy and balance without consuming.
+func (n *Node) GetClient(ctx context.Context, client string) (api.ClientResponse, error) {
+	var out api.ClientResponse
+	err := n.do(ctx, http.MethodGet, "/v1/clients/"+pathSegment(client), nil, &out)
+	return out, err
+}
+
+// SetClientTier assigns client to tier.
+func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
+	return n.do(ctx, http.MethodPut, "/v1/clients/"+pathSegment(client)+"/tier", api.SetTierRequest{Tier: tier}, nil)
+}
+
+// RemoveClientTier removes client's tier assignment; the client falls back
+// to the default policy.
+func (n *Node) RemoveClientTier(ctx context.Context, client string) error {
+	return n.do(ctx, http.MethodDelete, "/v1/clients/"+pathSegment(client)+"/tier", nil, nil)
+}
+
+// PutTier creates or changes tier. The change is applied everywhere unless
+// the result lists lagging groups (the server answered 202).
+func (n *Node) PutTier(ctx context.Context, tier string, p bucket.Policy) (api.ConfigChange, error) {
+	var out api.ConfigChange
+	err := n.do(ctx, http.MethodPut, "/v1/tiers/"+pathSegment(tier), api.PolicyToJSON(p), &out)
+	return out, err
+}
+
+// DeleteTier removes tier; a missing tier is an *Error with Code
+// api.CodeTierNotFound.
+func (n *Node) DeleteTier(ctx context.Context, tier string) (api.ConfigChange, error) {
+	var out api.ConfigChange
+	err := n.do(ctx, http.MethodDelete, "/v1/tiers/"+pathSegment(tier), nil, &out)
+	return out, err
+}
+
+// Tiers returns the default policy, the tiers and the configuration version.
+func (n *Node) Tiers(ctx context.Context) (api.TiersResponse, error) {
+	var out api.TiersResponse
+	err := n.do(ctx, http.MethodGet, "/v1/tiers", nil, &out)
+	return out, err
+}
+
+// PutDefault sets the global default policy.
+func (n *Node) PutDefault(ctx context.Context, p bucket.Policy) (api.ConfigChange, error) {
+	var out api.ConfigChange
+	err := n.do(ctx, http.MethodPut, "/v1/default", api.PolicyToJSON(p), &out)
+	return out, err
+}
+
+// Cluster returns the node's view of the cluster.
+func (n *Node) Cluster(ctx context.Context) (api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	err := n.do(ctx, http.MethodGet, "/v1/cluster", nil, &out)
+	return out, err
+}
+
+// Routes returns where the node sees each group's leader.
+func (n *Node) Routes(ctx context.Context) (api.RoutesResponse, error) {
+	var out api.RoutesResponse
+	err := n.do(ctx, http.MethodGet, "/v1/routes", nil, &out)
+	return out, err
+}
+
+// Ready returns nil if the node is ready (every group has a leader), else
+// an *Error.
+func (n *Node) Ready(ctx context.Context) error {
+	return n.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+// Leave asks the node to leave its cluster gracefully and stop.
+func (n *Node) Leave(ctx context.Context) error {
+	return n.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
+}
+
+func (n *Node) do(ctx context.Context, method, path string, in, out any) error {
+	if _, err := send(ctx, n.hc, n.auth, n.base, method, path, in, out, time.Time{}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// pathSegment escapes s as one path segment, including "." and "..", which
+// the server would otherwise clean away.
+func pathSegment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
+
+// BearerTransport wraps next so that every request through it carries
+// token as "Authorization: Bearer <token>" (nothing when token is empty),
+// for callers that use their own http.Client, such as load generators.
+func BearerTransport(next http.RoundTripper, token string) http.RoundTripper {
+	if token == "" {
+		return next
+	}
+	return bearer{next: next, value: "Bearer " + token}
+}
+
+type bearer struct {
+	next  http.RoundTripper
+	value string
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
+	req.Header.Set("Authorization", b.value)
+	return b.next.RoundTrip(req)
+}
