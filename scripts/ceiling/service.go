@@ -255,6 +255,9 @@ func (s *Service) Routes() cluster.Routes {
 	return cluster.Routes{Groups: len(s.ids), Leaders: map[int]string{}}
 }
 
+// RoutesVersion is 0: the routes never change.
+func (s *Service) RoutesVersion() uint64 { return 0 }
+
 // dedupKey is a request id scoped to its client.
 type dedupKey struct{ client, id string }
 

@@ -162,7 +162,7 @@ type routesVersionHeader struct {
 // version. The value is built only when the version changed since the
 // last answer (at a leadership change), so it allocates nothing otherwise.
 func (s *Server) setRoutesVersion(h http.Header) {
-	v := s.routesVersionOf()
+	v := s.svc.RoutesVersion()
 	last := s.routesVersion.Load()
 	if last == nil || last.version != v {
 		last = &routesVersionHeader{version: v, value: []string{strconv.FormatUint(v, 10)}}

@@ -44,10 +44,7 @@ func (f *fakeService) Routes() cluster.Routes { return f.routes }
 // RoutesVersion is the version of f.routes, as a node's is its routes'.
 func (f *fakeService) RoutesVersion() uint64 { return f.routes.Version }
 
-var (
-	_ Service         = (*fakeService)(nil)
-	_ RoutesVersioner = (*fakeService)(nil)
-)
+var _ Service = (*fakeService)(nil)
 
 var errNotConfigured = errors.New("fake: method not configured")
 

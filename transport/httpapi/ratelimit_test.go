@@ -95,16 +95,12 @@ func TestAllowAnswerWithoutARate(t *testing.T) {
 }
 
 // Both decision routes carry the node's routes version, the number GET
-// /v1/routes answers, and follow it when it rises; a Service that cannot
-// tell the version alone gives its routes' version.
+// /v1/routes answers, and follow it when it rises.
 func TestDecisionAnswersCarryTheRoutesVersion(t *testing.T) {
 	fsmSvc, _ := newFSMService(t)
 	var version atomic.Uint64
 	versioned := &versionedService{fakeService: fakeService{allow: fsmSvc.allow}, version: &version}
-	for name, svc := range map[string]Service{
-		"RoutesVersioner":  versioned,
-		"Routes().Version": struct{ Service }{versioned}, // hides RoutesVersion
-	} {
+	for name, svc := range map[string]Service{"versioned": versioned} {
 		ts := newTestServer(t, svc, Options{})
 		check := func(want string) {
 			t.Helper()

@@ -152,10 +152,9 @@ type Server struct {
 	// bufs holds the buffers bodies are read into and answers encoded into.
 	bufs bufferPool
 	// rates and routesVersion are header and body values already written
-	// (allow.go); routesVersionOf reads the Service's routes version.
-	rates           rateStrings
-	routesVersion   atomic.Pointer[routesVersionHeader]
-	routesVersionOf func() uint64
+	// (allow.go).
+	rates         rateStrings
+	routesVersion atomic.Pointer[routesVersionHeader]
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -181,10 +180,6 @@ func New(svc Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, opts: opts, log: opts.Logger, metrics: newMetrics(reg), mux: http.NewServeMux(),
 		refused: newRefusedCounter(reg), origins: http.NewCrossOriginProtection()}
-	s.routesVersionOf = func() uint64 { return svc.Routes().Version }
-	if rv, ok := svc.(RoutesVersioner); ok {
-		s.routesVersionOf = rv.RoutesVersion
-	}
 
 	// Routes that call the Service check their path, then the caller's
 	// deadline (withDeadline), before the handler reads the body. POST

@@ -33,20 +33,10 @@ type Service interface {
 	Ready(ctx context.Context) error
 	// Routes returns where each data group is decided, as this node sees it.
 	Routes() cluster.Routes
-}
-
-// RoutesVersioner is what a Service implements to tell its routes version
-// cheaply: Routes().Version without building the routes, for every
-// decision answer (api.HeaderRoutesVersion). *cluster.Node implements it;
-// for a Service that does not, the Server reads Routes().Version.
-//
-// (It belongs in Service; it stays apart until every Service outside this
-// package, scripts/ceiling's, has the method.)
-type RoutesVersioner interface {
+	// RoutesVersion is Routes().Version without building the routes: every
+	// decision answer carries it (api.HeaderRoutesVersion).
 	RoutesVersion() uint64
 }
-
-var _ RoutesVersioner = (*cluster.Node)(nil)
 
 // Leaver is implemented by services that can leave their cluster on
 // request; POST /v1/leave exists only for them. Leave returns once the node
