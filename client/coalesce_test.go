@@ -17,7 +17,7 @@ import (
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // gate holds the first POST /v1/allow through it until released.

@@ -19,7 +19,7 @@ import (
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // live is a real cluster (real raft, log stores in t.TempDir(), loopback

@@ -29,7 +29,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/client"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // addrOn returns host:port on the given loopback IP (127.0.0.41-49 for

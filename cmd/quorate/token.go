@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // tokenCommand runs `quorate token new`: it makes a random API token and

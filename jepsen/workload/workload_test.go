@@ -20,7 +20,7 @@ import (
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/jepsen/checker"
 	"github.com/quorate/quorate/jepsen/history"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // startNode runs a real single node behind the real HTTP API on loopback.

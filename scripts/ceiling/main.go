@@ -1,4 +1,4 @@
-// Command ceiling serves quorate's HTTP API (the same transport/httpapi
+// Command ceiling serves quorate's HTTP API (the same server/httpapi
 // handler) from an unreplicated, in-memory Service that decides with the
 // same bucket package and semantics, but writes no log, fsyncs nothing and
 // talks to no peer. Its throughput is the ceiling a quorate node is
@@ -30,7 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 func main() {

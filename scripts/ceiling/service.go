@@ -12,7 +12,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // Options configure a Service. The zero value of every field means its default.

@@ -6,7 +6,7 @@
 // documents, "fnv1a64-mod") and its leader (internal/clusterview, as the
 // fault suite finds one), probes POST /v1/allow {"client": ..., "cost": 0}
 // (a peek) through a surviving node every -interval with the API's Go
-// client (transport/httpapi), kills the leader's process (by the PID in its
+// client (client.Node), kills the leader's process (by the PID in its
 // pid file) and records the first successful decision whose request was
 // sent after the kill and that a new leader made. It then restarts the
 // node with `scripts/cluster.sh start N`, waits until every group has 3

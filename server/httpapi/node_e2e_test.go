@@ -24,7 +24,7 @@ import (
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
-	"github.com/quorate/quorate/transport/httpapi"
+	"github.com/quorate/quorate/server/httpapi"
 )
 
 // e2eT0 is where every cluster.ManualClock starts.

@@ -5,7 +5,7 @@ package httpapi
 // answers canned decisions at once, so what is left is decoding, calling,
 // metrics and encoding. Run with
 //
-//	go test -run '^$' -bench . -benchmem ./transport/httpapi
+//	go test -run '^$' -bench . -benchmem ./server/httpapi
 
 import (
 	"bytes"
