@@ -2,6 +2,7 @@ package checker
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/quorate/quorate/jepsen/history"
@@ -31,6 +32,14 @@ import (
 // to_faulted_during_<kind> and answered_to_faulted_during_<kind> count the
 // attempts sent to a node the fault hit (faultedNodes): how well the caller
 // steers around it.
+//
+// The same figures per call (calls_during_faults, calls_decided_during_faults,
+// call_availability_during_faults, and _outside_faults) count a caller's
+// operation once: all attempts of one (process, key, request id), the
+// first attempt's invoke placing it during a fault or outside, decided if
+// any attempt was answered ok. A repeat or resolve probe is not a call of
+// its own, and an attempt without a request id is a call by itself. That
+// is what a service calling the Go client sees.
 //
 // It fails if a key did not recover, or took longer than
 // Params.MaxRecovery. Availability during faults is reported, not judged:
@@ -183,6 +192,13 @@ func Availability(h history.History, p Params) Result {
 			r.set("unanswered_max_ms_during_"+name, ms(k.unanswered[len(k.unanswered)-1]))
 		}
 	}
+	cd, cdOK, co, coOK := callsDecided(h, ivs)
+	r.set("calls_during_faults", cd)
+	r.set("calls_decided_during_faults", cdOK)
+	r.set("call_availability_during_faults", frac(cdOK, cd))
+	r.set("calls_outside_faults", co)
+	r.set("calls_decided_outside_faults", coOK)
+	r.set("call_availability_outside_faults", frac(coOK, co))
 	r.set("ops_outside_faults", outside)
 	r.set("ok_outside_faults", outsideOK)
 	r.set("availability_outside_faults", frac(outsideOK, outside))
@@ -196,6 +212,55 @@ func Availability(h history.History, p Params) Result {
 		r.set("max_recovery_ms", ms(limit))
 	}
 	return r.result()
+}
+
+// callsDecided counts the allow calls (see Availability) invoked during a
+// fault and outside, and of each how many were decided.
+func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, outside, outsideOK int) {
+	type call struct {
+		process    int
+		key, reqID string
+	}
+	type state struct {
+		first   int64
+		decided bool
+	}
+	calls := map[call]*state{}
+	var order []call
+	for i, op := range h.Ops {
+		if op.Kind != history.KindAllow || op.Probe != "" {
+			continue
+		}
+		k := call{op.Process, op.Key, op.RequestID}
+		if op.RequestID == "" {
+			k.reqID = "#" + strconv.Itoa(i) // its own call
+		}
+		st := calls[k]
+		if st == nil {
+			st = &state{first: op.Invoke}
+			calls[k] = st
+			order = append(order, k)
+		}
+		st.first = min(st.first, op.Invoke)
+		st.decided = st.decided || op.Outcome == history.OutcomeOK
+	}
+	for _, k := range order {
+		st := calls[k]
+		inFault := slices.ContainsFunc(ivs, func(iv history.Interval) bool { return iv.Contains(st.first) })
+		switch {
+		case inFault:
+			during++
+			if st.decided {
+				duringOK++
+			}
+		default:
+			outside++
+			if st.decided {
+				outsideOK++
+			}
+		}
+	}
+	return during, duringOK, outside, outsideOK
 }
 
 // faultedNodes returns the ids of the nodes a fault hit, as its start

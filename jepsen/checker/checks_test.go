@@ -258,6 +258,21 @@ func TestAvailability(t *testing.T) {
 	assert.Equal(t, 0.5, res.Summary["availability_during_faults"])
 	assert.Equal(t, 1.0, res.Summary["availability_outside_faults"])
 	assert.Equal(t, 10.0, res.Summary["recovery_max_ms"], "from the key's first request after the heal")
+
+	// Per call: the failed attempt and its ok retry (same request id) are
+	// one call, decided; a call whose only attempt failed is not.
+	calls := hist(
+		with(failed(10*msec, 20*msec), reqID("r1")), with(allowed(30*msec, 40*msec, 35*msec, 3), reqID("r1")),
+		with(failed(50*msec, 60*msec), reqID("r2")),
+		with(allowed(1010*msec, 1020*msec, 1015*msec, 2), reqID("r3")),
+	)
+	calls.Ops[1].Process = calls.Ops[0].Process // the retry of the first
+	retried := Availability(nemesis(calls, 5*msec, 1000*msec), params())
+	assert.Equal(t, 3, retried.Summary["ops_during_faults"])
+	assert.Equal(t, 2, retried.Summary["calls_during_faults"])
+	assert.Equal(t, 1, retried.Summary["calls_decided_during_faults"])
+	assert.Equal(t, 0.5, retried.Summary["call_availability_during_faults"])
+	assert.Equal(t, 1, retried.Summary["calls_outside_faults"])
 	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
 }
 
