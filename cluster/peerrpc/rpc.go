@@ -43,24 +43,16 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-// codes maps the errors a handler may answer to their codes on the
-// wire, and back: the first entry whose error matches wins, so more
-// specific errors come first, and an unknown outcome before everything: it
-// may wrap what ended the attempts to learn it, and every other code tells
-// the caller that nothing was done. Codes are part of the protocol between
+// others maps the errors a handler may answer that are not the node's
+// own (*errs.Error, which carry their wire code) to their codes on the
+// wire, and back. They are distinct errors, so no order matters; a node's
+// own error wrapped with one of them is answered by the node's (its
+// classification comes first). Codes are part of the protocol between
 // nodes.
-var codes = []struct {
+var others = []struct {
 	code string
 	err  error
 }{
-	{"outcome_unknown", errs.ErrOutcomeUnknown},
-	{"not_leader", errs.ErrNotLeader},
-	// A remote node that is stopping took nothing: another may lead soon.
-	{"shutting_down", errs.ErrShuttingDown},
-	{"overloaded", errs.ErrOverloaded},
-	{"too_many_clients", errs.ErrTooManyClients},
-	{"disk_full", errs.ErrDiskFull},
-	{"unavailable", errs.ErrUnavailable},
 	{"unavailable", context.DeadlineExceeded},
 	{"unavailable", context.Canceled},
 	{"invalid_policy", bucket.ErrInvalidPolicy},
@@ -70,10 +62,28 @@ var codes = []struct {
 	{"invalid_command", fsm.ErrInvalidCommand},
 }
 
-// ToError is err as a handler answers it: the code of the first entry of
-// codes it matches, or "internal".
+// byWire is every error a wire code stands for on the receiving side.
+var byWire = func() map[string]error {
+	m := map[string]error{}
+	for _, e := range errs.All {
+		m[e.Wire()] = e
+	}
+	for _, o := range others {
+		if _, ok := m[o.code]; !ok {
+			m[o.code] = o.err
+		}
+	}
+	return m
+}()
+
+// ToError is err as a handler answers it: the wire code of its
+// classification (errs.Classify), else of the first of others it matches,
+// else "internal".
 func ToError(err error) *Error {
-	for _, c := range codes {
+	if e, ok := errs.Classify(err); ok {
+		return &Error{Code: e.Wire(), Message: err.Error()}
+	}
+	for _, c := range others {
 		if errors.Is(err, c.err) {
 			return &Error{Code: c.code, Message: err.Error()}
 		}
@@ -82,15 +92,15 @@ func ToError(err error) *Error {
 }
 
 // Err is the error a caller sees for e: the error of its code, wrapped, or
-// for a code this node does not know, errs.ErrOutcomeUnknown.
+// for a code this node does not know, errs.ErrOutcomeUnknown. A remote
+// node that is stopping took nothing: another may lead soon, so it is
+// ErrNotLeader here.
 func (e *Error) Err() error {
-	if e.Code == "shutting_down" {
+	if e.Code == errs.ErrShuttingDown.Wire() {
 		return fmt.Errorf("%w (remote shutting down: %s)", errs.ErrNotLeader, e.Message)
 	}
-	for _, c := range codes {
-		if c.code == e.Code {
-			return fmt.Errorf("%w (remote: %s)", c.err, e.Message)
-		}
+	if err, ok := byWire[e.Code]; ok {
+		return fmt.Errorf("%w (remote: %s)", err, e.Message)
 	}
 	// An error this node cannot classify (a newer peer's, or a bug there)
 	// proves nothing about what was done.

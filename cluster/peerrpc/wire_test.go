@@ -1,6 +1,7 @@
 package peerrpc
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -178,29 +179,38 @@ func roundTrip[T any](t *testing.T, v T) T {
 
 // Every error a handler may answer crosses the wire as itself.
 func TestRPCErrorsRoundTrip(t *testing.T) {
-	for _, c := range codes {
-		got := ToError(fmt.Errorf("group 3: %w", c.err)).Err()
+	type entry struct {
+		code string
+		err  error
+	}
+	all := slices.Clone(others)
+	for _, e := range errs.All {
+		all = append(all, entry{e.Wire(), e})
+	}
+	for _, c := range all {
+		got := ToError(fmt.Errorf("group 3: %w", c.err))
+		assert.Equal(t, c.code, got.Code)
 		if c.code == "shutting_down" {
-			assert.ErrorIs(t, got, errs.ErrNotLeader, "a stopping peer took nothing: retry elsewhere")
+			assert.ErrorIs(t, got.Err(), errs.ErrNotLeader, "a stopping peer took nothing: retry elsewhere")
 			continue
 		}
-		want := c.err // a code several errors share comes back as the first
-		for _, first := range codes {
-			if first.code == c.code {
-				want = first.err
-				break
-			}
+		assert.ErrorIs(t, got.Err(), byWire[c.code], c.code)
+		if e, ok := c.err.(*errs.Error); ok {
+			assert.ErrorIs(t, got.Err(), e, "the node's own errors come back as themselves")
 		}
-		assert.ErrorIs(t, got, want, c.code)
 	}
 	assert.ErrorIs(t, (&Error{Code: "from_a_newer_node", Message: "?"}).Err(), errs.ErrOutcomeUnknown, "an unknown code proves nothing")
 
-	// An unknown outcome stays unknown whatever else it wraps: answered as
-	// not_leader or shutting_down, the caller would take it for "nothing
-	// was done".
-	for _, c := range codes {
+	// An error is answered as it was classified where it happened, first
+	// in its chain: an unknown outcome stays unknown whatever else it
+	// wraps (answered as not_leader or shutting_down, the caller would
+	// take it for "nothing was done"), and a cause after the
+	// classification does not change it.
+	for _, c := range all {
 		got := ToError(fmt.Errorf("%w: then %w", errs.ErrOutcomeUnknown, c.err))
 		assert.Equal(t, "outcome_unknown", got.Code, "unknown, then %s", c.code)
 		assert.NotErrorIs(t, got.Err(), errs.ErrNotLeader, "unknown, then %s", c.code)
 	}
+	got := ToError(fmt.Errorf("%w: group 2: %w", errs.ErrNotLeader, context.DeadlineExceeded))
+	assert.Equal(t, "not_leader", got.Code)
 }

@@ -42,22 +42,16 @@ func badRequest(code api.Code, format string, args ...any) *apiError {
 	return newError(code, fmt.Sprintf(format, args...))
 }
 
-// unavailable are the cluster's errors that answer 503, in the order they
-// are matched, and what each tells the caller. Only outcome_unknown means
-// "maybe decided", and it comes first: an unknown outcome wraps whatever
-// ended the attempts to learn it (the node shutting down, say), and every
-// other answer here tells the caller that nothing was decided.
-var unavailable = []struct {
-	err  error
-	code api.Code
-	msg  string
-}{
-	{cluster.ErrOutcomeUnknown, api.CodeOutcomeUnknown, "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which"},
-	{cluster.ErrShuttingDown, api.CodeShuttingDown, "this node is shutting down; retry on another node"},
-	{cluster.ErrOverloaded, api.CodeOverloaded, "this node cannot take more work or state now; nothing was decided, retry later or on another node"},
-	{cluster.ErrTooManyClients, api.CodeTooManyClients, "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided"},
-	{cluster.ErrDiskFull, api.CodeDiskFull, "this node's disk is nearly full; nothing was decided, retry on another node"},
-	{cluster.ErrUnavailable, api.CodeUnavailable, "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id"},
+// messages are what the answer to each of the cluster's errors tells
+// the caller (cluster.Classify gives the error, and its code the status
+// and kind).
+var messages = map[api.Code]string{
+	api.CodeOutcomeUnknown: "the request may or may not have been decided (its answer was lost in a failover); retry with the same request_id to learn which",
+	api.CodeShuttingDown:   "this node is shutting down; retry on another node",
+	api.CodeOverloaded:     "this node cannot take more work or state now; nothing was decided, retry later or on another node",
+	api.CodeTooManyClients: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided",
+	api.CodeDiskFull:       "this node's disk is nearly full; nothing was decided, retry on another node",
+	api.CodeUnavailable:    "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id",
 }
 
 // mapError turns an error from the Service (or a handler) into the answer
@@ -68,10 +62,8 @@ func (s *Server) mapError(r *http.Request, err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	for _, u := range unavailable {
-		if errors.Is(err, u.err) {
-			return newError(u.code, u.msg)
-		}
+	if e, ok := cluster.Classify(err); ok {
+		return newError(e.Code(), messages[e.Code()])
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

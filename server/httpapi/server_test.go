@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -545,4 +547,17 @@ func TestHeaderValueIsGet(t *testing.T) {
 		assert.Equal(t, h.Get(key), headerValue(h, key), key)
 	}
 	assert.Empty(t, headerValue(nil, api.HeaderTimeout))
+}
+
+// Every error of the cluster is answered with its own code and a message
+// that says what the caller may do.
+func TestEveryClusterErrorHasItsAnswer(t *testing.T) {
+	s := New(&fakeService{}, Options{})
+	r := httptest.NewRequest(http.MethodPost, "/v1/allow", nil)
+	for _, e := range errs.All {
+		ae := s.mapError(r, fmt.Errorf("group 2: %w", e))
+		assert.Equal(t, e.Code(), ae.code, "%v", e)
+		assert.NotEmpty(t, ae.msg, "%v", e)
+		assert.Equal(t, http.StatusServiceUnavailable, ae.status, "%v", e)
+	}
 }
