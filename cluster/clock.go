@@ -58,24 +58,33 @@ type elapsedClock interface {
 }
 
 // stampClock is the clock a node stamps entries with: its Clock, held back
-// to where that clock stood when the node started plus the time elapsed
-// since by the monotonic clock, plus MaxClockStep. A wall clock that steps
-// back is followed (the group's high-water time absorbs it: it can only
-// make this node credit less refill); one that steps forward moves stamps
-// by MaxClockStep at most, until the node restarts. So a clock jump while a
-// node runs cannot refill buckets or expire remembered request ids
-// early; only a clock that is already wrong when the node starts counts in
-// the over-admission bound's Δ.
+// to where that clock stood at its anchor plus the time elapsed since by
+// the monotonic clock, plus MaxClockStep. The anchor is the node's start,
+// and then every clock check that finds the clock in bounds (Rebase): a
+// node that started with its clock ahead and had it set right while it
+// ran is held to the right clock, not to the wrong one it started with. A
+// wall clock that steps back is followed (the group's high-water time
+// absorbs it: it can only make this node credit less refill); one that
+// steps forward moves stamps by MaxClockStep at most, until a check finds
+// it in bounds again (and a check finds a clock MaxClockOffset/2 off the
+// others' out of bounds: it stamps nothing then). So a clock jump while a
+// node runs cannot refill buckets or expire remembered request ids early;
+// only a clock that is wrong when it is checked counts in the
+// over-admission bound's Δ.
 type stampClock struct {
-	base  Clock
-	start time.Time
+	base Clock
 	// mono is the clock elapsed time is measured on (base, or the clock an
 	// OffsetClock wraps), and monoStart its reading at start.
 	mono      Clock
 	monoStart time.Time
+	anchor    atomic.Pointer[clockMark]
 	held      atomic.Int64              // ns the last reading was held back by
 	warn      func(ahead time.Duration) // called when a stretch held back begins
 }
+
+// clockMark is a reading of the base clock (wall, Unix ns) with the time
+// elapsed on the monotonic clock since the stampClock was made.
+type clockMark struct{ wall, elapsed int64 }
 
 func newStampClock(base Clock, warn func(ahead time.Duration)) *stampClock {
 	mono := base
@@ -86,19 +95,39 @@ func newStampClock(base Clock, warn func(ahead time.Duration)) *stampClock {
 		}
 		mono = u.Unwrap()
 	}
-	return &stampClock{base: base, start: base.Now(), mono: mono, monoStart: mono.Now(), warn: warn}
+	wall := base.Now().UnixNano() // before monoStart: elapsed time is never short
+	c := &stampClock{base: base, mono: mono, monoStart: mono.Now(), warn: warn}
+	c.anchor.Store(&clockMark{wall: wall})
+	return c
+}
+
+func (c *stampClock) elapsed() time.Duration {
+	if e, ok := c.mono.(elapsedClock); ok {
+		return e.Since(c.monoStart)
+	}
+	return c.mono.Now().Sub(c.monoStart)
+}
+
+// Mark reads the clock for a later Rebase.
+func (c *stampClock) Mark() clockMark {
+	wall := c.base.Now().UnixNano() // before elapsed, as at start
+	return clockMark{wall: wall, elapsed: int64(c.elapsed())}
+}
+
+// Rebase makes m the anchor stamps are held to: for the clock guard, with
+// a mark taken before the readings that found the clock in bounds, so that
+// a step after them is not taken in.
+func (c *stampClock) Rebase(m clockMark) {
+	if a := c.anchor.Load(); m.elapsed >= a.elapsed {
+		c.anchor.CompareAndSwap(a, &m) // a later mark that won the race stays
+	}
 }
 
 // Now returns the base clock's time, held back as described above.
 func (c *stampClock) Now() time.Time {
 	now := c.base.Now()
-	var elapsed time.Duration
-	if e, ok := c.mono.(elapsedClock); ok {
-		elapsed = e.Since(c.monoStart)
-	} else {
-		elapsed = c.mono.Now().Sub(c.monoStart)
-	}
-	limit := c.start.UnixNano() + int64(elapsed) + int64(MaxClockStep)
+	a := c.anchor.Load()
+	limit := a.wall + int64(c.elapsed()) - a.elapsed + int64(MaxClockStep)
 	if ahead := now.UnixNano() - limit; ahead > 0 {
 		if c.held.Swap(ahead) == 0 && c.warn != nil {
 			c.warn(time.Duration(ahead)) // once per stretch held back

@@ -54,6 +54,38 @@ func TestStampClockHoldsBackForwardSteps(t *testing.T) {
 	assert.Equal(t, base.Now(), c.Now(), "small steps forward are followed")
 }
 
+// A node that started with its clock ahead and had it set right while it
+// ran is held, once a check found its clock in bounds, to the right clock:
+// a later jump ahead moves its stamps by MaxClockStep at most. Anchored at
+// its start only, it took the jump back to where it started whole (the
+// fault suite's clock-restart-ahead on a node, then clock-jump-ahead on the
+// same node, found stamps 2 s ahead).
+func TestStampClockRebasesToAClockFoundInBounds(t *testing.T) {
+	base := newSteppingClock()
+	c := newStampClock(base, nil)
+	started := base.Now() // 2 s ahead of the others, say
+	base.Step(-2 * time.Second)
+	base.Advance(time.Second)
+	assert.Equal(t, base.Now(), c.Now(), "a step back is followed")
+	c.Rebase(c.Mark()) // a check found the corrected clock in bounds
+
+	base.Step(2 * time.Second) // the same 2 s again
+	got := c.Now()
+	assert.Equal(t, started.Add(-2*time.Second+time.Second+MaxClockStep), got, "held to the corrected clock plus MaxClockStep")
+	assert.Equal(t, 2*time.Second-MaxClockStep, c.HeldBack())
+
+	// A mark taken while the clock was ahead, from a check that ended after
+	// a later one, is not taken in.
+	stale := c.Mark()
+	base.Step(-2 * time.Second)
+	base.Advance(time.Second)
+	c.Rebase(c.Mark())
+	c.Rebase(stale)
+	right := base.Now()
+	base.Step(2 * time.Second)
+	assert.Equal(t, right.Add(MaxClockStep), c.Now())
+}
+
 // A leader's clock jumping minutes ahead neither refills buckets nor makes
 // the group forget request ids; before the guard it did both, for good.
 func TestClockJumpRefillsNothingAndForgetsNoID(t *testing.T) {

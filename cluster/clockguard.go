@@ -111,6 +111,13 @@ func (n *Node) checkClocks() {
 	if n.opts.MaxClockOffset < 0 || n.members == nil {
 		return
 	}
+	// The mark the stamp clock is re-anchored to if the clock is found in
+	// bounds: taken before the readings, so a step after them is not taken in.
+	sc, _ := n.opts.Clock.(*stampClock)
+	var mark clockMark
+	if sc != nil {
+		mark = sc.Mark()
+	}
 	var peers []membership.Member
 	for _, m := range n.trustedMembers() {
 		if m.State == membership.Alive && m.Meta.RaftAddr != "" {
@@ -147,6 +154,9 @@ func (n *Node) checkClocks() {
 	state := clockOff
 	if ok {
 		state = clockInBounds
+		if sc != nil {
+			sc.Rebase(mark)
+		}
 	}
 	n.setClockState(state, offset, "")
 }
