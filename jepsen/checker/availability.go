@@ -2,7 +2,6 @@ package checker
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/quorate/quorate/jepsen/history"
@@ -38,8 +37,10 @@ import (
 // operation once: all attempts of one (process, key, request id), the
 // first attempt's invoke placing it during a fault or outside, decided if
 // any attempt was answered ok. A repeat or resolve probe is not a call of
-// its own, and an attempt without a request id is a call by itself. That
-// is what a service calling the Go client sees.
+// its own, and attempts without a request id (the accounting keys' raw,
+// never retried requests) are not calls of the client: they count in the
+// per-attempt figures only. That is what a service calling the Go client
+// sees.
 //
 // It fails if a key did not recover, or took longer than
 // Params.MaxRecovery. Availability during faults is reported, not judged:
@@ -227,14 +228,11 @@ func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, 
 	}
 	calls := map[call]*state{}
 	var order []call
-	for i, op := range h.Ops {
-		if op.Kind != history.KindAllow || op.Probe != "" {
+	for _, op := range h.Ops {
+		if op.Kind != history.KindAllow || op.Probe != "" || op.RequestID == "" {
 			continue
 		}
 		k := call{op.Process, op.Key, op.RequestID}
-		if op.RequestID == "" {
-			k.reqID = "#" + strconv.Itoa(i) // its own call
-		}
 		st := calls[k]
 		if st == nil {
 			st = &state{first: op.Invoke}

@@ -265,10 +265,11 @@ func TestAvailability(t *testing.T) {
 		with(failed(10*msec, 20*msec), reqID("r1")), with(allowed(30*msec, 40*msec, 35*msec, 3), reqID("r1")),
 		with(failed(50*msec, 60*msec), reqID("r2")),
 		with(allowed(1010*msec, 1020*msec, 1015*msec, 2), reqID("r3")),
+		failed(70*msec, 80*msec), // no request id: not a client call
 	)
 	calls.Ops[1].Process = calls.Ops[0].Process // the retry of the first
 	retried := Availability(nemesis(calls, 5*msec, 1000*msec), params())
-	assert.Equal(t, 3, retried.Summary["ops_during_faults"])
+	assert.Equal(t, 4, retried.Summary["ops_during_faults"])
 	assert.Equal(t, 2, retried.Summary["calls_during_faults"])
 	assert.Equal(t, 1, retried.Summary["calls_decided_during_faults"])
 	assert.Equal(t, 0.5, retried.Summary["call_availability_during_faults"])

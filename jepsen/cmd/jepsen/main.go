@@ -222,7 +222,7 @@ func printSummary(w io.Writer, s runner.Summary) {
 				fmt.Fprintf(w, "   answered / attempted during faults: %s\n", line)
 			}
 			if _, ok := r.Summary["calls_during_faults"]; ok {
-				fmt.Fprintf(w, "   calls decided (a call is every attempt of one request id): during faults %.2f%% (%.0f/%.0f), outside %.2f%% (%.0f/%.0f)\n",
+				fmt.Fprintf(w, "   client calls decided (every attempt of one request id): during faults %.2f%% (%.0f/%.0f), outside %.2f%% (%.0f/%.0f)\n",
 					100*num(r, "call_availability_during_faults"), num(r, "calls_decided_during_faults"), num(r, "calls_during_faults"),
 					100*num(r, "call_availability_outside_faults"), num(r, "calls_decided_outside_faults"), num(r, "calls_outside_faults"))
 			}
