@@ -1,8 +1,10 @@
 package checker
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quorate/quorate/jepsen/history"
 )
@@ -193,9 +195,12 @@ func Availability(h history.History, p Params) Result {
 			r.set("unanswered_max_ms_during_"+name, ms(k.unanswered[len(k.unanswered)-1]))
 		}
 	}
-	cd, cdOK, co, coOK := callsDecided(h, ivs)
+	cd, cdOK, co, coOK, within := callsDecided(h, ivs)
 	r.set("calls_during_faults", cd)
 	r.set("calls_decided_during_faults", cdOK)
+	for i, lim := range callLimits {
+		r.set(fmt.Sprintf("calls_decided_within_%ds_during_faults", lim), within[i])
+	}
 	r.set("call_availability_during_faults", frac(cdOK, cd))
 	r.set("calls_outside_faults", co)
 	r.set("calls_decided_outside_faults", coOK)
@@ -215,9 +220,17 @@ func Availability(h history.History, p Params) Result {
 	return r.result()
 }
 
+// callLimits are the deadlines, in seconds, of the per-call figures
+// calls_decided_within_<n>s_during_faults: how many calls during faults a
+// caller with that deadline would have seen decided (the Go client's
+// default is 2 s).
+var callLimits = []int{1, 2}
+
 // callsDecided counts the allow calls (see Availability) invoked during a
-// fault and outside, and of each how many were decided.
-func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, outside, outsideOK int) {
+// fault and outside, and of each how many were decided; within[i] counts
+// the calls during faults decided no later than callLimits[i] seconds
+// after their first attempt.
+func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, outside, outsideOK int, within []int) {
 	type call struct {
 		process    int
 		key, reqID string
@@ -225,6 +238,7 @@ func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, 
 	type state struct {
 		first   int64
 		decided bool
+		at      int64 // completion of the first ok attempt
 	}
 	calls := map[call]*state{}
 	var order []call
@@ -240,8 +254,11 @@ func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, 
 			order = append(order, k)
 		}
 		st.first = min(st.first, op.Invoke)
-		st.decided = st.decided || op.Outcome == history.OutcomeOK
+		if op.Outcome == history.OutcomeOK && (!st.decided || op.Complete < st.at) {
+			st.decided, st.at = true, op.Complete
+		}
 	}
+	within = make([]int, len(callLimits))
 	for _, k := range order {
 		st := calls[k]
 		inFault := slices.ContainsFunc(ivs, func(iv history.Interval) bool { return iv.Contains(st.first) })
@@ -251,6 +268,11 @@ func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, 
 			if st.decided {
 				duringOK++
 			}
+			for i, lim := range callLimits {
+				if st.decided && st.at-st.first <= int64(lim)*int64(time.Second) {
+					within[i]++
+				}
+			}
 		default:
 			outside++
 			if st.decided {
@@ -258,7 +280,7 @@ func callsDecided(h history.History, ivs []history.Interval) (during, duringOK, 
 			}
 		}
 	}
-	return during, duringOK, outside, outsideOK
+	return during, duringOK, outside, outsideOK, within
 }
 
 // faultedNodes returns the ids of the nodes a fault hit, as its start

@@ -274,6 +274,7 @@ func TestAvailability(t *testing.T) {
 	assert.Equal(t, 1, retried.Summary["calls_decided_during_faults"])
 	assert.Equal(t, 0.5, retried.Summary["call_availability_during_faults"])
 	assert.Equal(t, 1, retried.Summary["calls_outside_faults"])
+	assert.Equal(t, 1, retried.Summary["calls_decided_within_1s_during_faults"], "r1 was decided 30 ms after its first attempt")
 	assert.Equal(t, 10_000.0, Availability(hist(burst(0, 1, "n1")...), Params{}).Summary["max_recovery_ms"], "default limit")
 }
 

@@ -221,9 +221,10 @@ func printSummary(w io.Writer, s runner.Summary) {
 			if line := perNemesis(r); line != "" {
 				fmt.Fprintf(w, "   answered / attempted during faults: %s\n", line)
 			}
-			if _, ok := r.Summary["calls_during_faults"]; ok {
-				fmt.Fprintf(w, "   client calls decided (every attempt of one request id): during faults %.2f%% (%.0f/%.0f), outside %.2f%% (%.0f/%.0f)\n",
-					100*num(r, "call_availability_during_faults"), num(r, "calls_decided_during_faults"), num(r, "calls_during_faults"),
+			if n := num(r, "calls_during_faults"); n > 0 {
+				fmt.Fprintf(w, "   client calls decided (every attempt of one request id): during faults %.2f%% (%.0f/%.0f; within 1 s %.2f%%, 2 s %.2f%%), outside %.2f%% (%.0f/%.0f)\n",
+					100*num(r, "call_availability_during_faults"), num(r, "calls_decided_during_faults"), n,
+					100*num(r, "calls_decided_within_1s_during_faults")/n, 100*num(r, "calls_decided_within_2s_during_faults")/n,
 					100*num(r, "call_availability_outside_faults"), num(r, "calls_decided_outside_faults"), num(r, "calls_outside_faults"))
 			}
 		}
