@@ -333,7 +333,7 @@ func TestRaftPortFloodLeavesRoomForPeers(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		st := target.mux.Stats()
-		return st.Refused[raftmux.ReasonEvicted]+st.Refused[raftmux.ReasonLimit] >= flood-raftmux.DefaultMaxPending
+		return st.Refused[raftmux.ReasonEvicted]+st.Refused[raftmux.ReasonLimit]+st.Refused[raftmux.ReasonRate] >= flood-raftmux.DefaultMaxPending
 	}, 10*time.Second, 5*time.Millisecond)
 	assert.LessOrEqual(t, target.mux.Stats().Pending, raftmux.DefaultMaxPending)
 

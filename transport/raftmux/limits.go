@@ -27,10 +27,13 @@ const (
 	ReasonBacklog Reason = "backlog"
 	// ReasonIdle: a stream carried nothing for IdleTimeout.
 	ReasonIdle Reason = "idle"
+	// ReasonRate: a connection from an address that never completed a
+	// handshake, beyond HandshakeRate or HandshakeRatePerIP.
+	ReasonRate Reason = "rate"
 )
 
 // Reasons lists every Reason, for exporting [Stats.Refused].
-var Reasons = []Reason{ReasonLimit, ReasonEvicted, ReasonTLS, ReasonHeader, ReasonUnknownLayer, ReasonBacklog, ReasonIdle}
+var Reasons = []Reason{ReasonLimit, ReasonEvicted, ReasonTLS, ReasonHeader, ReasonUnknownLayer, ReasonBacklog, ReasonIdle, ReasonRate}
 
 // Stats is a snapshot of a Mux's accepted streams.
 type Stats struct {
@@ -117,8 +120,11 @@ func (s *stream) NetConn() net.Conn { return s.Conn }
 
 // admit accounts for a newly accepted conn, returning it as a pending
 // stream, or nil if it must be closed: ok is false when the Mux is closed,
-// true when a limit refused it. To make room it may close the oldest
-// pending stream.
+// true when a limit refused it. An address that never completed a
+// handshake is held to the handshake rates first. To make room it may
+// close a pending stream: the address's own oldest when it is at
+// MaxPendingPerIP, else the oldest from an unknown address, else the
+// oldest.
 func (m *Mux) admit(conn net.Conn) (s *stream, ok bool) {
 	ip := remoteIP(conn)
 	m.mu.Lock()
@@ -126,12 +132,26 @@ func (m *Mux) admit(conn net.Conn) (s *stream, ok bool) {
 		m.mu.Unlock()
 		return nil, false
 	}
+	if _, known := m.known[ip]; !known && !m.takeHandshake(ip) {
+		m.mu.Unlock()
+		m.counters.add(ReasonRate)
+		m.warnSometimes("raftmux: connection refused", "remote", conn.RemoteAddr().String(), "reason", "handshake rate",
+			"per_second", m.rate, "per_second_per_ip", m.rateIP)
+		return nil, true
+	}
 	refuse := m.perIP[ip] >= m.maxPerIP
 	var victim *stream
-	if !refuse && (m.pending >= m.maxPending || len(m.streams) >= m.maxStreams) {
-		if victim = m.oldestPending(); victim != nil {
-			m.release(victim)
+	switch {
+	case refuse:
+	case m.pendingIP[ip] >= m.maxPendingIP:
+		victim = m.oldestPending(func(p *stream) bool { return p.ip == ip })
+	case m.pending >= m.maxPending || len(m.streams) >= m.maxStreams:
+		if victim = m.oldestPending(func(p *stream) bool { _, known := m.known[p.ip]; return !known }); victim == nil {
+			victim = m.oldestPending(nil)
 		}
+	}
+	if victim != nil {
+		m.release(victim)
 	}
 	if refuse || len(m.streams) >= m.maxStreams {
 		open, fromIP := len(m.streams), m.perIP[ip]
@@ -147,6 +167,7 @@ func (m *Mux) admit(conn net.Conn) (s *stream, ok bool) {
 	m.streams[s] = struct{}{}
 	m.perIP[ip]++
 	m.pending++
+	m.pendingIP[ip]++
 	m.handshakes.Add(1)
 	m.mu.Unlock()
 	if victim != nil {
@@ -159,22 +180,118 @@ func (m *Mux) admit(conn net.Conn) (s *stream, ok bool) {
 	return s, true
 }
 
-// oldestPending returns the pending stream accepted first, or nil. Called
-// with m.mu held; it walks the open streams, at most MaxStreams of them.
-func (m *Mux) oldestPending() *stream {
+// oldestPending returns the pending stream accepted first among those
+// match accepts (all, if nil), or nil. Called with m.mu held; it walks
+// the open streams, at most MaxStreams of them.
+func (m *Mux) oldestPending(match func(*stream) bool) *stream {
 	var old *stream
 	for s := range m.streams {
-		if s.pending && (old == nil || s.seq < old.seq) {
+		if s.pending && (old == nil || s.seq < old.seq) && (match == nil || match(s)) {
 			old = s
 		}
 	}
 	return old
 }
 
+// maxKnown and maxRates bound the remembered peers and handshake budgets.
+const (
+	maxKnown = 4096
+	maxRates = 8192
+)
+
+// markKnown records that ip completed a handshake: from now on it is a
+// peer, not held to the handshake rates and served first. Called with
+// m.mu held.
+func (m *Mux) markKnown(ip string) {
+	if _, ok := m.known[ip]; !ok && len(m.known) >= maxKnown {
+		var oldest string
+		var at time.Time
+		for k, t := range m.known {
+			if oldest == "" || t.Before(at) {
+				oldest, at = k, t
+			}
+		}
+		delete(m.known, oldest)
+	}
+	m.known[ip] = m.now()
+	delete(m.rates, ip)
+}
+
+// takeHandshake spends one handshake of ip's budget and of the budget of
+// all unknown addresses, and reports whether both had one. Called with
+// m.mu held.
+func (m *Mux) takeHandshake(ip string) bool {
+	now := m.now()
+	b := m.rates[ip]
+	if b == nil {
+		if len(m.rates) >= maxRates {
+			for k, r := range m.rates {
+				if r.full(now, m.rateIP) {
+					delete(m.rates, k)
+				}
+			}
+		}
+		b = &tokenBucket{}
+		m.rates[ip] = b
+	}
+	if !b.take(now, m.rateIP) {
+		return false
+	}
+	return m.allRate.take(now, m.rate)
+}
+
+// rateOption is a handshake rate option as a rate: the default for 0,
+// unbounded (0) for a negative one.
+func rateOption(v, def int) float64 {
+	switch {
+	case v == 0:
+		return float64(def)
+	case v < 0:
+		return 0
+	}
+	return float64(v)
+}
+
+// tokenBucket is a budget of rate events per second with a burst of one
+// second's worth; a rate of 0 is unbounded.
+type tokenBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func (b *tokenBucket) refill(now time.Time, rate float64) {
+	if b.last.IsZero() {
+		b.tokens = rate
+	} else if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(rate, b.tokens+d.Seconds()*rate)
+	}
+	b.last = now
+}
+
+func (b *tokenBucket) take(now time.Time, rate float64) bool {
+	if rate <= 0 {
+		return true
+	}
+	b.refill(now, rate)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (b *tokenBucket) full(now time.Time, rate float64) bool {
+	b.refill(now, rate)
+	return b.tokens >= rate
+}
+
 // settle marks s as no longer in its handshake. Called with m.mu held.
 func (m *Mux) settle(s *stream) {
 	if s.pending && s.counted {
 		m.pending--
+		if m.pendingIP[s.ip]--; m.pendingIP[s.ip] <= 0 {
+			delete(m.pendingIP, s.ip)
+		}
 	}
 	s.pending = false
 }

@@ -29,6 +29,15 @@ const (
 	DefaultMaxStreamsPerIP = 1024
 	// DefaultMaxPending caps the connections still in their handshake.
 	DefaultMaxPending = 512
+	// DefaultMaxPendingPerIP caps the connections from one address still in
+	// their handshake: well below DefaultMaxPending, so one address cannot
+	// hold the whole pool.
+	DefaultMaxPendingPerIP = 32
+	// DefaultHandshakeRate and DefaultHandshakeRatePerIP bound the new
+	// connections per second from addresses that never completed a
+	// handshake here, in all and from one address.
+	DefaultHandshakeRate      = 1000
+	DefaultHandshakeRatePerIP = 100
 )
 
 var (
@@ -78,8 +87,26 @@ type Options struct {
 	// (DefaultMaxPending if zero). Beyond it a new connection closes the
 	// oldest pending one: a flood of connections that never finish their
 	// handshake turns over among itself, while a real peer, which finishes
-	// in milliseconds, gets through.
+	// in milliseconds, gets through. The one closed is the oldest from an
+	// address that never completed a handshake here, if there is one: known
+	// peers are served first.
 	MaxPending int
+	// MaxPendingPerIP caps the connections from one remote address still
+	// in their handshake (DefaultMaxPendingPerIP if zero, at most
+	// MaxPending). Beyond it a new connection from that address closes that
+	// address's oldest pending one: a flood from one address turns over
+	// among itself and never takes another's place.
+	MaxPendingPerIP int
+	// HandshakeRate and HandshakeRatePerIP bound the new connections per
+	// second from addresses that never completed a handshake here, in all
+	// and from one address, with a burst of one second's worth (defaults
+	// DefaultHandshakeRate and DefaultHandshakeRatePerIP if zero; negative:
+	// no bound). Beyond them a connection is closed at once, before its
+	// TLS handshake costs anything. An address that completed a handshake
+	// (a peer) is not held to them.
+	HandshakeRate, HandshakeRatePerIP int
+	// Now is the clock of the handshake rates (time.Now if nil).
+	Now func() time.Time
 }
 
 // Mux accepts connections on one listener and hands each to the [Layer]
@@ -93,6 +120,9 @@ type Mux struct {
 	maxStreams    int
 	maxPerIP      int
 	maxPending    int
+	maxPendingIP  int
+	rate, rateIP  float64 // handshakes per second from unknown addresses; 0: unbounded
+	now           func() time.Time
 	done          chan struct{} // closed by Close
 	counters      counters
 	warned        atomic.Int64 // unix ns of the last refusal logged at Warn
@@ -103,6 +133,13 @@ type Mux struct {
 	streams map[*stream]struct{} // every accepted stream still open
 	perIP   map[string]int       // open streams by remote IP
 	pending int                  // streams in streams that are still pending
+	// pendingIP counts the pending streams by remote IP; known holds the
+	// addresses that completed a handshake (peers), and rates the unknown
+	// addresses' handshake budgets (limits.go).
+	pendingIP map[string]int
+	known     map[string]time.Time
+	rates     map[string]*tokenBucket
+	allRate   tokenBucket
 	seq     uint64               // order of acceptance, for eviction
 
 	handshakes sync.WaitGroup // one per pending connection
@@ -125,6 +162,11 @@ func New(ln net.Listener, opts Options) *Mux {
 	if idle == 0 {
 		idle = DefaultIdleTimeout
 	}
+	maxPending := cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Mux{
 		ln:            ln,
 		log:           log,
@@ -133,11 +175,18 @@ func New(ln net.Listener, opts Options) *Mux {
 		idleTimeout:   idle,
 		maxStreams:    cmp.Or(max(opts.MaxStreams, 0), DefaultMaxStreams),
 		maxPerIP:      cmp.Or(max(opts.MaxStreamsPerIP, 0), DefaultMaxStreamsPerIP),
-		maxPending:    cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending),
+		maxPending:    maxPending,
+		maxPendingIP:  min(cmp.Or(max(opts.MaxPendingPerIP, 0), DefaultMaxPendingPerIP), maxPending),
+		rate:          rateOption(opts.HandshakeRate, DefaultHandshakeRate),
+		rateIP:        rateOption(opts.HandshakeRatePerIP, DefaultHandshakeRatePerIP),
+		now:           now,
 		done:          make(chan struct{}),
 		layers:        make(map[string]*Layer),
 		streams:       make(map[*stream]struct{}),
 		perIP:         make(map[string]int),
+		pendingIP:     make(map[string]int),
+		known:         make(map[string]time.Time),
+		rates:         make(map[string]*tokenBucket),
 	}
 }
 
@@ -245,6 +294,9 @@ func (m *Mux) handshake(s *stream) {
 		m.counters.add(ReasonUnknownLayer)
 		m.log.Warn("raftmux: stream refused", "remote", remote, "reason", "unknown layer", "layer", name)
 	default:
+		m.mu.Lock()
+		m.markKnown(s.ip)
+		m.mu.Unlock()
 		layer.deliver(conn)
 	}
 }

@@ -149,7 +149,7 @@ func TestFloodIsCapped(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		st := n.mux.Stats()
-		return st.Refused[raftmux.ReasonLimit]+st.Refused[raftmux.ReasonEvicted] >= flood
+		return st.Refused[raftmux.ReasonLimit]+st.Refused[raftmux.ReasonEvicted]+st.Refused[raftmux.ReasonRate] >= flood
 	}, failsafe, time.Millisecond)
 	st := n.mux.Stats()
 	assert.LessOrEqual(t, st.Pending, opts.MaxPending, "pending handshakes")
