@@ -140,7 +140,7 @@ type Mux struct {
 	known     map[string]time.Time
 	rates     map[string]*tokenBucket
 	allRate   tokenBucket
-	seq     uint64               // order of acceptance, for eviction
+	seq       uint64 // order of acceptance, for eviction
 
 	handshakes sync.WaitGroup // one per pending connection
 	reaper     sync.WaitGroup
