@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
@@ -67,7 +68,7 @@ func allowOne(t *testing.T, n *Node, client string, cost int64) fsm.Decision {
 	return ds[0]
 }
 
-func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) ConfigChange {
+func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) api.ConfigChange {
 	t.Helper()
 	cc, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: name,
 		Policy: bucket.Policy{Capacity: capacity, Rate: perSecond * bucket.Scale}})

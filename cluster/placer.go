@@ -162,7 +162,7 @@ func (n *Node) removedEverywhere(ctx context.Context) bool {
 			return false
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		sts, err := peerrpc.Call[[]GroupStatus](cctx, n.rpc, addr, "/internal/groups", struct{}{})
+		sts, err := peerrpc.Call[[]peerrpc.WireGroupStatus](cctx, n.rpc, addr, "/internal/groups", struct{}{})
 		cancel()
 		if err != nil {
 			return false

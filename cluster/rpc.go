@@ -19,12 +19,13 @@ func (n *Node) rpcHandler() http.Handler {
 		_, err := n.groupFor(req.Client).ApplyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
 		return struct{}{}, err
 	})
-	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (ConfigChange, error) {
+	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (peerrpc.WireConfigChange, error) {
 		op, err := w.Op()
 		if err != nil {
-			return ConfigChange{}, err
+			return peerrpc.WireConfigChange{}, err
 		}
-		return n.changeConfigLocal(ctx, op)
+		cc, err := n.changeConfigLocal(ctx, op)
+		return peerrpc.WireConfigChange(cc), err
 	})
 	peerrpc.Handle(mux, "/internal/epoch", n.serveEpoch)
 	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
@@ -50,7 +51,7 @@ func (n *Node) rpcHandler() http.Handler {
 	peerrpc.Handle(mux, "/internal/time", func(context.Context, struct{}) (int64, error) {
 		return n.opts.Clock.Now().UnixNano(), nil // the clock this node stamps with
 	})
-	peerrpc.Handle(mux, "/internal/groups", func(context.Context, struct{}) ([]GroupStatus, error) {
+	peerrpc.Handle(mux, "/internal/groups", func(context.Context, struct{}) ([]peerrpc.WireGroupStatus, error) {
 		return n.localGroupStatus(), nil
 	})
 	return mux

@@ -140,7 +140,7 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 	peer := nodeTLS(t, ca, "n2")
 	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, peerrpc.LayerName)
 	hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
-	_, err = peerrpc.Call[[]GroupStatus](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
+	_, err = peerrpc.Call[[]peerrpc.WireGroupStatus](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/groups", struct{}{})
 	assert.NoError(t, err)
 }
 

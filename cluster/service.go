@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -284,40 +285,41 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 // ChangeConfig commits op in the meta group and then waits, for most of what
 // is left of ctx, until every data group has applied the new version. Groups
 // that have not by then are reported as lagging; they apply it when they can.
-func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (ConfigChange, error) {
+func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := validateOp(op); err != nil {
-		return ConfigChange{}, err
+		return api.ConfigChange{}, err
 	}
-	var cc ConfigChange
+	var cc api.ConfigChange
 	err := n.atLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.changeConfigLocal(ctx, op); return err },
-		func(addr string) (err error) {
-			cc, err = peerrpc.Call[ConfigChange](ctx, n.rpc, addr, "/internal/config-op", peerrpc.ToWireConfigOp(op))
+		func(addr string) error {
+			w, err := peerrpc.Call[peerrpc.WireConfigChange](ctx, n.rpc, addr, "/internal/config-op", peerrpc.ToWireConfigOp(op))
+			cc = api.ConfigChange(w)
 			return err
 		})
 	return cc, err
 }
 
 // changeConfigLocal is ChangeConfig on the meta group's leader.
-func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (ConfigChange, error) {
+func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := validateOp(op); err != nil { // a peer's op is checked like a caller's
-		return ConfigChange{}, err
+		return api.ConfigChange{}, err
 	}
 	if cfg := n.meta.FSM.Config(); op.Kind == fsm.OpSetTier && len(cfg.Tiers) >= bucket.MaxTiers {
 		if _, exists := cfg.Tiers[op.Tier]; !exists {
-			return ConfigChange{}, fmt.Errorf("%w: %d tiers defined, at most %d", bucket.ErrTooManyTiers, len(cfg.Tiers), bucket.MaxTiers)
+			return api.ConfigChange{}, fmt.Errorf("%w: %d tiers defined, at most %d", bucket.ErrTooManyTiers, len(cfg.Tiers), bucket.MaxTiers)
 		}
 	}
 	res, err := n.meta.ApplyLocal(ctx, op)
 	if err != nil {
-		return ConfigChange{}, err
+		return api.ConfigChange{}, err
 	}
 	cr, ok := res.(*fsm.ConfigResult)
 	if !ok {
-		return ConfigChange{}, fmt.Errorf("meta group: unexpected apply result %T", res)
+		return api.ConfigChange{}, fmt.Errorf("meta group: unexpected apply result %T", res)
 	}
 	if cr.Err != nil {
-		return ConfigChange{}, cr.Err
+		return api.ConfigChange{}, cr.Err
 	}
 	n.pushConfig()
 	return n.waitApplied(ctx, cr.Version), nil
@@ -363,7 +365,7 @@ func validateOp(op fsm.ConfigOp) error {
 
 // waitApplied waits until every data group's leader has applied version,
 // or until 90% of ctx's remaining time is spent, and reports which did.
-func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
+func (n *Node) waitApplied(ctx context.Context, version uint64) api.ConfigChange {
 	wait := 5 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d) * 9 / 10
@@ -384,7 +386,7 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 			}
 		}
 		for addr := range remote {
-			sts, err := peerrpc.Call[[]GroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
+			sts, err := peerrpc.Call[[]peerrpc.WireGroupStatus](wctx, n.rpc, addr, "/internal/groups", struct{}{})
 			if err != nil {
 				continue
 			}
@@ -394,7 +396,7 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) ConfigChange {
 				}
 			}
 		}
-		cc := ConfigChange{Version: version}
+		cc := api.ConfigChange{Version: version}
 		for _, g := range n.groups {
 			if done[g.ID] {
 				cc.Applied = append(cc.Applied, g.ID)
@@ -458,11 +460,12 @@ func (n *Node) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Status returns this node's view of the cluster: every known node, and
-// every group as this node's replica sees it.
-func (n *Node) Status(ctx context.Context) (Status, error) {
-	st := Status{NodeID: n.opts.NodeID, ClusterVersion: n.ClusterVersion()}
-	st.Nodes = []NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
+// Status returns this node's view of the cluster, as GET /v1/cluster
+// answers it: every known node, and every group as this node's replica
+// sees it.
+func (n *Node) Status(ctx context.Context) (api.ClusterStatus, error) {
+	st := api.ClusterStatus{NodeID: n.opts.NodeID, ClusterVersion: n.ClusterVersion()}
+	st.Nodes = []api.NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
 		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}}
 	ms := n.trustedMembers() // unproven members show as such
 	for _, id := range membership.SortedIDs(ms, "") {
@@ -471,10 +474,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		if m.Meta.Leaving && m.State == membership.Alive {
 			state = string(membership.Leaving)
 		}
-		st.Nodes = append(st.Nodes, NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state,
+		st.Nodes = append(st.Nodes, api.NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state,
 			Version: m.Meta.Version, MaxClusterVersion: max(m.Meta.MaxClusterVersion, fsm.BaseClusterVersion)})
 	}
-	st.Groups = n.localGroupStatus()
+	for _, gs := range n.localGroupStatus() {
+		st.Groups = append(st.Groups, api.GroupStatus(gs))
+	}
 	for i, g := range n.allGroups() {
 		if st.Groups[i].Leader == "" {
 			if _, addr := n.leaderOf(g); addr != "" {
@@ -495,8 +500,8 @@ func (n *Node) nodeAt(addr string) string {
 	return addr
 }
 
-func (n *Node) localGroupStatus() []GroupStatus {
-	var out []GroupStatus
+func (n *Node) localGroupStatus() []peerrpc.WireGroupStatus {
+	var out []peerrpc.WireGroupStatus
 	for _, g := range n.allGroups() {
 		out = append(out, groupStatus(g))
 	}
@@ -504,9 +509,9 @@ func (n *Node) localGroupStatus() []GroupStatus {
 }
 
 // groupStatus is g as this node's replica sees it.
-func groupStatus(g *raftgroup.Group) GroupStatus {
+func groupStatus(g *raftgroup.Group) peerrpc.WireGroupStatus {
 	_, leader := g.Raft.LeaderWithID()
-	gs := GroupStatus{
+	gs := peerrpc.WireGroupStatus{
 		ID:            g.ID,
 		State:         g.Raft.State().String(),
 		Leader:        string(leader),

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
@@ -44,7 +45,7 @@ func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
 	st, err := tc.nodes[0].Status(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, fsm.BaseClusterVersion, st.ClusterVersion)
-	byID := map[string]NodeStatus{}
+	byID := map[string]api.NodeStatus{}
 	for _, ns := range st.Nodes {
 		byID[ns.ID] = ns
 	}

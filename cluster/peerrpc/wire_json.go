@@ -2,6 +2,7 @@ package peerrpc
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
@@ -96,4 +97,28 @@ func (w WireClientView) View() fsm.ClientView {
 	return fsm.ClientView{Client: w.Client, AssignedTier: w.AssignedTier, Tier: w.Tier, Policy: w.Policy.policy(), Known: w.Known,
 		Decision: bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, Limit: w.Limit, RetryAfter: w.RetryAfter, ResetAfter: w.ResetAfter},
 		At:       w.At}
+}
+
+// WireConfigChange answers POST /internal/config-op: where the change was
+// applied (the fields of the released cluster.ConfigChange, whose JSON it
+// keeps).
+type WireConfigChange struct {
+	Version uint64   `json:"version"`
+	Applied []string `json:"applied"`
+	Lagging []string `json:"lagging,omitempty"`
+}
+
+// WireGroupStatus is one raft group as a node's replica sees it (POST
+// /internal/groups; the fields of the released cluster.GroupStatus, whose
+// JSON it keeps).
+type WireGroupStatus struct {
+	ID            string    `json:"id"`
+	State         string    `json:"state"`
+	Leader        string    `json:"leader"`
+	Term          uint64    `json:"term"`
+	AppliedIndex  uint64    `json:"applied_index"`
+	CommitIndex   uint64    `json:"commit_index"`
+	LastContact   time.Time `json:"last_contact,omitzero"`
+	Voters        []string  `json:"voters"`
+	ConfigVersion uint64    `json:"config_version"`
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -213,4 +214,19 @@ func TestRPCErrorsRoundTrip(t *testing.T) {
 	}
 	got := ToError(fmt.Errorf("%w: group 2: %w", errs.ErrNotLeader, context.DeadlineExceeded))
 	assert.Equal(t, "not_leader", got.Code)
+}
+
+// The status and configuration answers between nodes keep the JSON the
+// released nodes (v0.14.0, whose cluster.GroupStatus and ConfigChange
+// crossed as they were) write and read: a rolling upgrade mixes them.
+func TestStatusWireIsTheReleasedJSON(t *testing.T) {
+	gs := WireGroupStatus{ID: "0", State: "Leader", Leader: "n1", Term: 3, AppliedIndex: 4, CommitIndex: 5,
+		LastContact: time.Unix(6, 7).UTC(), Voters: []string{"n1"}, ConfigVersion: 8}
+	got, err := json.Marshal(gs)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"0","state":"Leader","leader":"n1","term":3,"applied_index":4,"commit_index":5,
+		"last_contact":"1970-01-01T00:00:06.000000007Z","voters":["n1"],"config_version":8}`, string(got))
+	got, err = json.Marshal(WireConfigChange{Version: 2, Applied: []string{"0"}, Lagging: []string{"1"}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"version":2,"applied":["0"],"lagging":["1"]}`, string(got))
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -197,9 +198,9 @@ func (s *Service) SetClientTier(ctx context.Context, client, tier string) error 
 // ChangeConfig applies op to the configuration, as the FSM does. A decision
 // that started before the change may still use the previous configuration;
 // every decision that starts after it returns uses the new one.
-func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
+func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := ctx.Err(); err != nil {
-		return cluster.ConfigChange{}, err
+		return api.ConfigChange{}, err
 	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
@@ -222,10 +223,10 @@ func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.Co
 		err = fmt.Errorf("ceiling: unknown configuration operation %d", op.Kind)
 	}
 	if err != nil {
-		return cluster.ConfigChange{}, err
+		return api.ConfigChange{}, err
 	}
 	s.config.Store(&next)
-	return cluster.ConfigChange{Version: next.Version, Applied: slices.Clone(s.ids)}, nil
+	return api.ConfigChange{Version: next.Version, Applied: slices.Clone(s.ids)}, nil
 }
 
 // Config returns the configuration in force.
@@ -235,11 +236,11 @@ func (s *Service) Config(ctx context.Context) (bucket.Config, error) {
 
 // Status describes the ceiling as a one-node cluster whose shards are its
 // "groups", each led by itself.
-func (s *Service) Status(ctx context.Context) (cluster.Status, error) {
+func (s *Service) Status(ctx context.Context) (api.ClusterStatus, error) {
 	version := s.config.Load().Version
-	st := cluster.Status{NodeID: "ceiling", Nodes: []cluster.NodeStatus{{ID: "ceiling", State: "alive"}}}
+	st := api.ClusterStatus{NodeID: "ceiling", Nodes: []api.NodeStatus{{ID: "ceiling", State: "alive"}}}
 	for _, id := range s.ids {
-		st.Groups = append(st.Groups, cluster.GroupStatus{
+		st.Groups = append(st.Groups, api.GroupStatus{
 			ID: id, State: "Leader", Leader: "ceiling", Voters: []string{"ceiling"}, ConfigVersion: version,
 		})
 	}

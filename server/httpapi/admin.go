@@ -136,8 +136,7 @@ func (s *Server) deleteTier(ctx context.Context, w http.ResponseWriter, r *http.
 	return nil
 }
 
-func (s *Server) writeConfigChange(w http.ResponseWriter, cc cluster.ConfigChange) {
-	out := api.ConfigChange{Version: cc.Version, Applied: cc.Applied, Lagging: cc.Lagging}
+func (s *Server) writeConfigChange(w http.ResponseWriter, out api.ConfigChange) {
 	if out.Applied == nil {
 		out.Applied = []string{}
 	}
@@ -168,24 +167,8 @@ func (s *Server) getCluster(ctx context.Context, w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, clusterStatus(st))
+	s.writeJSON(w, http.StatusOK, st)
 	return nil
-}
-
-// clusterStatus converts the node's view to its wire form.
-func clusterStatus(st cluster.Status) api.ClusterStatus {
-	out := api.ClusterStatus{NodeID: st.NodeID, ClusterVersion: st.ClusterVersion,
-		Nodes: make([]api.NodeStatus, 0, len(st.Nodes)), Groups: make([]api.GroupStatus, 0, len(st.Groups))}
-	for _, n := range st.Nodes {
-		out.Nodes = append(out.Nodes, api.NodeStatus{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, State: n.State,
-			Version: n.Version, MaxClusterVersion: n.MaxClusterVersion})
-	}
-	for _, g := range st.Groups {
-		out.Groups = append(out.Groups, api.GroupStatus{ID: g.ID, State: g.State, Leader: g.Leader, Term: g.Term,
-			AppliedIndex: g.AppliedIndex, CommitIndex: g.CommitIndex, LastContact: g.LastContact, Voters: g.Voters,
-			ConfigVersion: g.ConfigVersion})
-	}
-	return out
 }
 
 // healthz answers GET /healthz: 200 {"status":"ok"} whenever the process

@@ -32,9 +32,9 @@ type fakeService struct {
 	allow         func(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
 	client        func(ctx context.Context, client string) (fsm.ClientView, error)
 	setClientTier func(ctx context.Context, client, tier string) error
-	changeConfig  func(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error)
+	changeConfig  func(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error)
 	config        func(ctx context.Context) (bucket.Config, error)
-	status        func(ctx context.Context) (cluster.Status, error)
+	status        func(ctx context.Context) (api.ClusterStatus, error)
 	ready         func(ctx context.Context) error
 	routes        cluster.Routes
 }
@@ -72,10 +72,10 @@ func (f *fakeService) SetClientTier(ctx context.Context, client, tier string) er
 	return f.setClientTier(ctx, client, tier)
 }
 
-func (f *fakeService) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
+func (f *fakeService) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	f.calls.Add(1)
 	if f.changeConfig == nil {
-		return cluster.ConfigChange{}, errNotConfigured
+		return api.ConfigChange{}, errNotConfigured
 	}
 	return f.changeConfig(ctx, op)
 }
@@ -88,10 +88,10 @@ func (f *fakeService) Config(ctx context.Context) (bucket.Config, error) {
 	return f.config(ctx)
 }
 
-func (f *fakeService) Status(ctx context.Context) (cluster.Status, error) {
+func (f *fakeService) Status(ctx context.Context) (api.ClusterStatus, error) {
 	f.calls.Add(1)
 	if f.status == nil {
-		return cluster.Status{}, errNotConfigured
+		return api.ClusterStatus{}, errNotConfigured
 	}
 	return f.status(ctx)
 }
@@ -135,19 +135,19 @@ func newFSMService(t *testing.T) (*fakeService, *fakeClock) {
 			f.ApplyCommand(fsm.Encode(fsm.SetTier{Client: client, Tier: tier}))
 			return nil
 		},
-		changeConfig: func(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
+		changeConfig: func(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 			res := f.ApplyCommand(fsm.Encode(op)).(*fsm.ConfigResult)
 			if res.Err != nil {
-				return cluster.ConfigChange{}, fmt.Errorf("meta group: %w", res.Err)
+				return api.ConfigChange{}, fmt.Errorf("meta group: %w", res.Err)
 			}
-			return cluster.ConfigChange{Version: res.Version, Applied: []string{"0"}}, nil
+			return api.ConfigChange{Version: res.Version, Applied: []string{"0"}}, nil
 		},
 		config: func(ctx context.Context) (bucket.Config, error) { return f.Config(), nil },
-		status: func(ctx context.Context) (cluster.Status, error) {
-			return cluster.Status{
+		status: func(ctx context.Context) (api.ClusterStatus, error) {
+			return api.ClusterStatus{
 				NodeID: "n1",
-				Nodes:  []cluster.NodeStatus{{ID: "n1", State: "alive"}},
-				Groups: []cluster.GroupStatus{{ID: "0", State: "Leader", Leader: "n1", Term: 2, Voters: []string{"n1"}}},
+				Nodes:  []api.NodeStatus{{ID: "n1", State: "alive"}},
+				Groups: []api.GroupStatus{{ID: "0", State: "Leader", Leader: "n1", Term: 2, Voters: []string{"n1"}}},
 			}, nil
 		},
 		ready: func(ctx context.Context) error { return nil },

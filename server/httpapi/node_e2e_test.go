@@ -507,7 +507,7 @@ func TestNodeMetrics(t *testing.T) {
 func TestNodeClusterHealthReady(t *testing.T) {
 	t.Parallel()
 	ln := startLiveNode(t, t.TempDir(), newManualClock())
-	st := decodeStrict[cluster.Status](t, ln.mustOK(t, "GET", "/v1/cluster", "").body)
+	st := decodeStrict[api.ClusterStatus](t, ln.mustOK(t, "GET", "/v1/cluster", "").body)
 	assert.Equal(t, "n1", st.NodeID)
 	require.Len(t, st.Nodes, 1)
 	assert.Equal(t, "n1", st.Nodes[0].ID)

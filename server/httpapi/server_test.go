@@ -326,8 +326,8 @@ func TestTiersAndDefault(t *testing.T) {
 }
 
 func TestConfigChangeLagging(t *testing.T) {
-	svc := &fakeService{changeConfig: func(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error) {
-		return cluster.ConfigChange{Version: 7, Applied: []string{"0", "2"}, Lagging: []string{"1"}}, nil
+	svc := &fakeService{changeConfig: func(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
+		return api.ConfigChange{Version: 7, Applied: []string{"0", "2"}, Lagging: []string{"1"}}, nil
 	}}
 	ts := newTestServer(t, svc, Options{})
 	for _, req := range []struct{ method, path, body string }{
@@ -373,8 +373,8 @@ func TestServiceErrorMapping(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &fakeService{
 				allow: func(context.Context, []fsm.AllowRequest) ([]fsm.Decision, error) { return nil, tt.err },
-				changeConfig: func(context.Context, fsm.ConfigOp) (cluster.ConfigChange, error) {
-					return cluster.ConfigChange{}, tt.err
+				changeConfig: func(context.Context, fsm.ConfigOp) (api.ConfigChange, error) {
+					return api.ConfigChange{}, tt.err
 				},
 				config: func(context.Context) (bucket.Config, error) { return bucket.Config{}, tt.err },
 				client: func(context.Context, string) (fsm.ClientView, error) { return fsm.ClientView{}, tt.err },
@@ -469,7 +469,7 @@ func TestHealthReadyCluster(t *testing.T) {
 	assert.JSONEq(t, `{"status":"ready"}`, string(a.body))
 	a = ts.send(t, "GET", "/v1/cluster", "")
 	require.Equal(t, http.StatusOK, a.status)
-	var st cluster.Status
+	var st api.ClusterStatus
 	decodeJSON(t, a.body, &st)
 	assert.Equal(t, "n1", st.NodeID)
 	require.Len(t, st.Groups, 1)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
@@ -24,11 +25,11 @@ type Service interface {
 	// SetClientTier assigns client to tier; an empty tier removes the assignment.
 	SetClientTier(ctx context.Context, client, tier string) error
 	// ChangeConfig applies one configuration change and reports where it was applied.
-	ChangeConfig(ctx context.Context, op fsm.ConfigOp) (cluster.ConfigChange, error)
+	ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error)
 	// Config returns the configuration in force.
 	Config(ctx context.Context) (bucket.Config, error)
 	// Status returns the node's view of the cluster.
-	Status(ctx context.Context) (cluster.Status, error)
+	Status(ctx context.Context) (api.ClusterStatus, error)
 	// Ready returns nil when every group has a leader.
 	Ready(ctx context.Context) error
 	// Routes returns where each data group is decided, as this node sees it.
