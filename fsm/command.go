@@ -69,13 +69,15 @@ func (t Type) String() string {
 		return "set-cluster-version"
 	case TypeAllocateEpoch:
 		return "allocate-epoch"
+	case TypeResetClient:
+		return "reset-client"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
 
 // Command is one log entry's content. The concrete types are Allow,
-// ConfigOp, InstallConfig, SetTier, Reclaim, SetClusterVersion and
-// AllocateEpoch.
+// ConfigOp, InstallConfig, SetTier, Reclaim, SetClusterVersion,
+// AllocateEpoch and ResetClient.
 type Command interface {
 	Type() Type
 	appendPayload(b []byte) []byte
@@ -262,6 +264,7 @@ func newDecoders() map[Type]decodeFunc {
 
 		TypeSetClusterVersion: decodeSetClusterVersion,
 		TypeAllocateEpoch:     decodeAllocateEpoch,
+		TypeResetClient:       decodeResetClient,
 	}
 }
 
@@ -313,6 +316,10 @@ func Validate(c Command) error {
 			err = fmt.Errorf("client id of %d bytes, must be 1..%d", len(c.Client), MaxClientLen)
 		case len(c.Tier) > bucket.MaxTierNameLen:
 			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
+		}
+	case ResetClient:
+		if c.Client == "" || len(c.Client) > MaxClientLen {
+			err = fmt.Errorf("client id of %d bytes, must be 1..%d", len(c.Client), MaxClientLen)
 		}
 	case Reclaim, SetClusterVersion, AllocateEpoch:
 	default:

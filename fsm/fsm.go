@@ -181,6 +181,7 @@ func New(opts Options) (*FSM, error) {
 
 		TypeSetClusterVersion: func(c Command) any { return f.applySetClusterVersion(c.(SetClusterVersion)) },
 		TypeAllocateEpoch:     func(c Command) any { return f.applyAllocateEpoch(c.(AllocateEpoch)) },
+		TypeResetClient:       func(c Command) any { return f.applyResetClient(c.(ResetClient)) },
 	}
 	return f, nil
 }

@@ -218,8 +218,8 @@ type driver struct {
 	nextID  int
 	recent  []fsm.Command // the last commands, for failure messages
 
-	decisions, duplicates, allowed, reclaimed, refused int
-	ops                                                map[string]int
+	decisions, duplicates, allowed, reclaimed, refused, resets int
+	ops                                                        map[string]int
 }
 
 const modelTimeLimit = int64(8e18) // stop taking huge steps before int64 nanoseconds run out
@@ -453,6 +453,18 @@ func (d *driver) setTier() {
 	}
 }
 
+// resetClient forgets a client's bucket; the model drops it too, and keeps
+// the client's tier and remembered request ids.
+func (d *driver) resetClient() {
+	c := fsm.ResetClient{Client: d.client()}
+	res, ok := d.apply(c).(*fsm.ResetResult)
+	require.True(d.t, ok, d.fail("reset-client returned no *ResetResult"))
+	_, had := d.m.buckets[c.Client]
+	assert.Equal(d.t, had, res.Existed, d.fail("%+v existed", c))
+	delete(d.m.buckets, c.Client)
+	d.resets++
+}
+
 func (d *driver) reclaim() {
 	r := fsm.Reclaim{Stamp: d.stamp()}
 	if d.m.now == 0 {
@@ -529,6 +541,8 @@ func TestModel(t *testing.T) {
 			d.configOp()
 		case x < 97:
 			d.installConfig()
+		case x < 98:
+			d.resetClient()
 		default:
 			d.reclaim()
 		}
@@ -545,6 +559,7 @@ func TestModel(t *testing.T) {
 	// The run must have exercised what it claims to.
 	assert.Greater(t, d.duplicates, 0, "no duplicate request ids")
 	assert.Greater(t, d.reclaimed, 0, "nothing reclaimed")
+	assert.Greater(t, d.resets, 0, "no client reset")
 	assert.Greater(t, d.refused, 0, "no config op refused")
 	assert.Greater(t, d.allowed, 0)
 	assert.Less(t, d.allowed, d.decisions, "nothing denied")

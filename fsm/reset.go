@@ -1,0 +1,39 @@
+package fsm
+
+import "github.com/quorate/quorate/internal/binenc"
+
+// TypeResetClient forgets one client's bucket (POST /v1/clients/{c}/reset),
+// from ClusterVersionOriginsAlways on: a node of the release before does
+// not know the type.
+const TypeResetClient Type = 9
+
+// ResetClient forgets Client's bucket: its next decision finds it full, as
+// a client never seen. Its tier assignment and the decisions remembered
+// for its request ids stay. Applying it twice is applying it once.
+type ResetClient struct {
+	Client string
+}
+
+// Type is TypeResetClient.
+func (ResetClient) Type() Type { return TypeResetClient }
+
+func (r ResetClient) appendPayload(b []byte) []byte { return binenc.AppendString(b, r.Client) }
+
+func decodeResetClient(r *reader) (Command, error) {
+	return ResetClient{Client: r.Str(maxFieldLen)}, r.Err
+}
+
+// ResetResult is the result of a ResetClient: whether the group held a
+// bucket for the client (false: it was full already).
+type ResetResult struct {
+	Existed bool
+}
+
+func (f *FSM) applyResetClient(r ResetClient) *ResetResult {
+	if _, ok := f.buckets.get(r.Client); !ok {
+		return &ResetResult{}
+	}
+	f.buckets.delete(r.Client)
+	f.mapBytes -= bucketBytes(r.Client)
+	return &ResetResult{Existed: true}
+}
