@@ -154,6 +154,14 @@ type ClientTierResponse struct {
 	Tier   string `json:"tier"`
 }
 
+// ResetResponse answers POST /v1/clients/{client}/reset: the client's
+// bucket is forgotten, so its next decision finds it full; HadBucket says
+// whether the cluster held one (false: it was full already).
+type ResetResponse struct {
+	Client    string `json:"client"`
+	HadBucket bool   `json:"had_bucket"`
+}
+
 // StatusResponse answers GET /healthz and a successful GET /readyz.
 type StatusResponse struct {
 	Status string `json:"status"`

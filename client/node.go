@@ -94,6 +94,15 @@ func (n *Node) RemoveClientTier(ctx context.Context, client string) error {
 	return n.do(ctx, http.MethodDelete, "/v1/clients/"+pathSegment(client)+"/tier", nil, nil)
 }
 
+// ResetClient forgets client's bucket, so that its next decision finds it
+// full; its tier assignment stays. Before every node runs a release with
+// resets the answer is an *Error with Code api.CodeClusterVersion.
+func (n *Node) ResetClient(ctx context.Context, client string) (api.ResetResponse, error) {
+	var out api.ResetResponse
+	err := n.do(ctx, http.MethodPost, "/v1/clients/"+pathSegment(client)+"/reset", nil, &out)
+	return out, err
+}
+
 // PutTier creates or changes tier. The change is applied everywhere unless
 // the result lists lagging groups (the server answered 202).
 func (n *Node) PutTier(ctx context.Context, tier string, p bucket.Policy) (api.ConfigChange, error) {

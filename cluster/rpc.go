@@ -19,6 +19,12 @@ func (n *Node) rpcHandler() http.Handler {
 		_, err := n.groupFor(req.Client).ApplyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
 		return struct{}{}, err
 	})
+	peerrpc.Handle(mux, "/internal/reset-client", func(ctx context.Context, req peerrpc.ClientReq) (bool, error) {
+		if err := fsm.Validate(fsm.ResetClient{Client: req.Client}); err != nil {
+			return false, err
+		}
+		return n.resetLocal(ctx, n.groupFor(req.Client), req.Client)
+	})
 	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (peerrpc.WireConfigChange, error) {
 		op, err := w.Op()
 		if err != nil {

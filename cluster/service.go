@@ -282,6 +282,47 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
 		})
 }
 
+// ResetClient forgets client's bucket in its group (fsm.ResetClient): its
+// next decision finds it full. Its tier assignment stays. Refused with
+// ErrClusterVersion below cluster version 2, where a replica of the
+// release before could not apply the entry. It reports whether the group
+// held a bucket for the client.
+func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
+	if err := fsm.Validate(fsm.ResetClient{Client: client}); err != nil {
+		return false, err
+	}
+	if n.ClusterVersion() < fsm.ClusterVersionOriginsAlways {
+		return false, fmt.Errorf("%w: reset needs cluster version %d, the cluster is at %d", ErrClusterVersion, fsm.ClusterVersionOriginsAlways, n.ClusterVersion())
+	}
+	g := n.groupFor(client)
+	var existed bool
+	err := n.atLeader(ctx, g,
+		func() (err error) { existed, err = n.resetLocal(ctx, g, client); return err },
+		func(addr string) (err error) {
+			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client})
+			return err
+		})
+	return existed, err
+}
+
+// resetLocal is ResetClient on g's leader, which checks the cluster
+// version again on its own replica: the leader proposes only what every
+// replica of the group can apply.
+func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client string) (bool, error) {
+	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionOriginsAlways {
+		return false, fmt.Errorf("%w: group %s is at cluster version %d", ErrClusterVersion, g.ID, v)
+	}
+	res, err := g.ApplyLocal(ctx, fsm.ResetClient{Client: client})
+	if err != nil {
+		return false, err
+	}
+	r, ok := res.(*fsm.ResetResult)
+	if !ok {
+		return false, fmt.Errorf("group %s: unexpected apply result %T", g.ID, res)
+	}
+	return r.Existed, nil
+}
+
 // ChangeConfig commits op in the meta group and then waits, for most of what
 // is left of ctx, until every data group has applied the new version. Groups
 // that have not by then are reported as lagging; they apply it when they can.

@@ -13,6 +13,7 @@ var (
 	ErrTooManyClients = errs.ErrTooManyClients // a new client past Options.MaxClients, nothing decided
 	ErrDiskFull       = errs.ErrDiskFull       // below Options.MinFreeDisk, nothing appended
 	ErrShuttingDown   = errs.ErrShuttingDown   // the node is stopping, nothing appended
+	ErrClusterVersion = errs.ErrClusterVersion // needs a higher cluster version, nothing appended
 )
 
 // Error is the type of the errors above.

@@ -161,3 +161,32 @@ func TestForwardedDecisionsCarryTheirRateFromClusterVersion2(t *testing.T) {
 		assert.Equal(t, int64(3*bucket.Scale), local.Rate)
 	}
 }
+
+// A reset is a new entry type: at cluster version 1 (a replica of the
+// release before may hold the group) it is refused, appending nothing;
+// from version 2 it forgets the bucket, through the leader of the client's
+// group, on every replica.
+func TestResetClientNeedsClusterVersion2(t *testing.T) {
+	for _, version := range []uint32{fsm.BaseClusterVersion, fsm.ClusterVersionOriginsAlways} {
+		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = version })
+		require.Eventually(t, func() bool { return n.ClusterVersion() == version }, 10*time.Second, 5*time.Millisecond)
+		setTier(t, n, "pro", 10, 0)
+		require.NoError(t, n.SetClientTier(ctx(t), "r", "pro"))
+		require.True(t, allowOne(t, n, "r", 10).Allowed)
+		g := n.groupFor("r")
+		applied := g.Raft.AppliedIndex()
+
+		had, err := n.ResetClient(ctx(t), "r")
+		if version < fsm.ClusterVersionOriginsAlways {
+			require.ErrorIs(t, err, ErrClusterVersion)
+			assert.Equal(t, applied, g.Raft.AppliedIndex(), "nothing appended")
+			assert.False(t, allowOne(t, n, "r", 1).Allowed, "still drained")
+			continue
+		}
+		require.NoError(t, err)
+		assert.True(t, had)
+		d := allowOne(t, n, "r", 10)
+		assert.True(t, d.Allowed, "full again after the reset")
+		assert.Equal(t, "pro", d.Tier, "the tier assignment stays")
+	}
+}

@@ -86,7 +86,12 @@ var (
 	// it to, it would be answered unavailable). It is a case of
 	// ErrUnavailable.
 	ErrNotLeader = &Error{text: "group unavailable: not the leader", code: api.CodeUnavailable, wire: "not_leader", of: ErrUnavailable}
+	// ErrClusterVersion means the request needs a log entry or format the
+	// cluster version in force does not allow yet (a node of an older
+	// release may still hold a replica): nothing was appended, and the same
+	// request is refused until the cluster version rises.
+	ErrClusterVersion = &Error{text: "not allowed at this cluster version", code: api.CodeClusterVersion, wire: "cluster_version"}
 )
 
 // All lists every Error, for the tables that map wire codes back to them.
-var All = []*Error{ErrUnavailable, ErrOutcomeUnknown, ErrOverloaded, ErrTooManyClients, ErrDiskFull, ErrShuttingDown, ErrNotLeader}
+var All = []*Error{ErrUnavailable, ErrOutcomeUnknown, ErrOverloaded, ErrTooManyClients, ErrDiskFull, ErrShuttingDown, ErrNotLeader, ErrClusterVersion}

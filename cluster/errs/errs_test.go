@@ -19,8 +19,11 @@ func TestEveryErrorHasTheKindItsContractStates(t *testing.T) {
 		m, ok := api.Lookup(e.Code())
 		require.True(t, ok, "%v: code %q is in api's table", e, e.Code())
 		want := api.RetrySafe
-		if e == ErrOutcomeUnknown {
+		switch e {
+		case ErrOutcomeUnknown:
 			want = api.Unknown
+		case ErrClusterVersion:
+			want = api.Refused
 		}
 		assert.Equal(t, want, m.Kind, "%v", e)
 		assert.Equal(t, want, e.Kind(), "%v", e)

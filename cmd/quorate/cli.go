@@ -28,6 +28,7 @@ Usage:
   quorate client get CLIENT
   quorate client set-tier CLIENT TIER
   quorate client remove-tier CLIENT
+  quorate client reset CLIENT                     forget the client's bucket: full at its next decision
   quorate tier list
   quorate tier set NAME --capacity C --rate R     R in tokens per second, e.g. 0.5
   quorate tier delete NAME
@@ -268,6 +269,20 @@ func (cl *cli) commands() map[string]command {
 			},
 			print: func(w io.Writer, v any) {
 				fmt.Fprintf(w, "client %s uses the default policy\n", v.(api.ClientTierResponse).Client)
+			},
+		},
+		"client reset": {
+			args: []string{"CLIENT"},
+			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
+				return c.ResetClient(ctx, a[0])
+			},
+			print: func(w io.Writer, v any) {
+				r := v.(api.ResetResponse)
+				if r.HadBucket {
+					fmt.Fprintf(w, "client %s reset: its bucket is full again\n", r.Client)
+				} else {
+					fmt.Fprintf(w, "client %s had no bucket (it was full already)\n", r.Client)
+				}
 			},
 		},
 		"tier list": {

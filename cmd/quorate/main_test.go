@@ -148,6 +148,14 @@ func TestCLIAgainstServer(t *testing.T) {
 			assert.NoError(t, err)
 		}
 	}
+	// A reset (once the one-node cluster has raised its version to 2)
+	// makes carol's bucket full again.
+	require.Eventually(t, func() bool { out, err = cli("client", "reset", "carol"); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, out, "client carol reset: its bucket is full again")
+	out, err = cli("allow", "carol")
+	require.NoError(t, err)
+	assert.Contains(t, out, "allowed remaining=1")
+
 	out, err = cli("tier", "list")
 	require.NoError(t, err)
 	assert.Regexp(t, `free\s+2\s+0`, out)

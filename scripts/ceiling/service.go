@@ -195,6 +195,19 @@ func (s *Service) SetClientTier(ctx context.Context, client, tier string) error 
 	return nil
 }
 
+// ResetClient forgets client's bucket, as the FSM does.
+func (s *Service) ResetClient(ctx context.Context, client string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	sh := s.shardOf(client)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, had := sh.buckets[client]
+	delete(sh.buckets, client)
+	return had, nil
+}
+
 // ChangeConfig applies op to the configuration, as the FSM does. A decision
 // that started before the change may still use the previous configuration;
 // every decision that starts after it returns uses the new one.

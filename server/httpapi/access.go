@@ -41,6 +41,7 @@ var routeAccess = map[string]access{
 	"GET /v1/clients/{client}":         decide | read,
 	"PUT /v1/clients/{client}/tier":    adminOnly,
 	"DELETE /v1/clients/{client}/tier": adminOnly,
+	"POST /v1/clients/{client}/reset":  adminOnly,
 	"PUT /v1/tiers/{tier}":             adminOnly,
 	"DELETE /v1/tiers/{tier}":          adminOnly,
 	"GET /v1/tiers":                    read,

@@ -87,6 +87,19 @@ func (s *Server) setClientTier(ctx context.Context, w http.ResponseWriter, r *ht
 	return nil
 }
 
+// resetClient answers POST /v1/clients/{client}/reset: the client's bucket
+// is forgotten (full at its next decision), its tier assignment kept. 409
+// cluster_version while a node of the release before may hold a replica.
+func (s *Server) resetClient(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	client := r.PathValue("client")
+	had, err := s.svc.ResetClient(ctx, client)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, api.ResetResponse{Client: client, HadBucket: had})
+	return nil
+}
+
 // removeClientTier answers DELETE /v1/clients/{client}/tier; removing an
 // assignment that does not exist succeeds.
 func (s *Server) removeClientTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {

@@ -52,6 +52,7 @@ var messages = map[api.Code]string{
 	api.CodeTooManyClients: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided",
 	api.CodeDiskFull:       "this node's disk is nearly full; nothing was decided, retry on another node",
 	api.CodeUnavailable:    "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id",
+	api.CodeClusterVersion: "this needs a cluster version the cluster has not reached (a node still runs an older release); finish the upgrade first",
 }
 
 // mapError turns an error from the Service (or a handler) into the answer

@@ -32,6 +32,7 @@ type fakeService struct {
 	allow         func(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
 	client        func(ctx context.Context, client string) (fsm.ClientView, error)
 	setClientTier func(ctx context.Context, client, tier string) error
+	resetClient   func(ctx context.Context, client string) (bool, error)
 	changeConfig  func(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error)
 	config        func(ctx context.Context) (bucket.Config, error)
 	status        func(ctx context.Context) (api.ClusterStatus, error)
@@ -70,6 +71,14 @@ func (f *fakeService) SetClientTier(ctx context.Context, client, tier string) er
 		return errNotConfigured
 	}
 	return f.setClientTier(ctx, client, tier)
+}
+
+func (f *fakeService) ResetClient(ctx context.Context, client string) (bool, error) {
+	f.calls.Add(1)
+	if f.resetClient == nil {
+		return false, errNotConfigured
+	}
+	return f.resetClient(ctx, client)
 }
 
 func (f *fakeService) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {

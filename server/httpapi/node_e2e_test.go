@@ -527,3 +527,33 @@ func TestNodeClusterHealthReady(t *testing.T) {
 		assert.Equal(t, want, decodeStrict[api.StatusResponse](t, r.body).Status, path)
 	}
 }
+
+// POST /v1/clients/{client}/reset on a real node: the drained bucket is
+// full at the next decision, the tier assignment stays, and a reset of a
+// client without a bucket says so.
+func TestNodeResetClient(t *testing.T) {
+	ln := startLiveNode(t, t.TempDir(), newManualClock())
+	require.Eventually(t, func() bool { return ln.node.ClusterVersion() >= 2 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, http.StatusOK, ln.do(t, "PUT", "/v1/tiers/free", "application/json", []byte(`{"capacity":3,"refill_per_second":0}`)).status)
+	require.Equal(t, http.StatusOK, ln.do(t, "PUT", "/v1/clients/alice/tier", "application/json", []byte(`{"tier":"free"}`)).status)
+	drain := ln.do(t, "POST", "/v1/allow", "application/json", []byte(`{"client":"alice","cost":3}`))
+	require.Equal(t, http.StatusOK, drain.status, "%s", drain.body)
+
+	r := ln.do(t, "POST", "/v1/clients/alice/reset", "", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var out api.ResetResponse
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	assert.Equal(t, api.ResetResponse{Client: "alice", HadBucket: true}, out)
+
+	var d api.AllowResponse
+	a := ln.do(t, "POST", "/v1/allow", "application/json", []byte(`{"client":"alice","cost":3}`))
+	require.NoError(t, json.Unmarshal(a.body, &d))
+	assert.True(t, d.Allowed, "full again: %s", a.body)
+	assert.Equal(t, "free", d.Tier)
+
+	r = ln.do(t, "POST", "/v1/clients/nobody/reset", "", nil)
+	require.NoError(t, json.Unmarshal(r.body, &out))
+	assert.Equal(t, api.ResetResponse{Client: "nobody", HadBucket: false}, out)
+	bad := ln.do(t, "POST", "/v1/clients/"+strings.Repeat("x", api.MaxClientLen+1)+"/reset", "", nil)
+	assert.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
+}

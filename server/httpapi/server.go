@@ -190,6 +190,7 @@ func New(svc Service, opts Options) *Server {
 		{"GET", "/v1/clients/{client}", s.withDeadline(checkClientPath, s.getClient)},
 		{"PUT", "/v1/clients/{client}/tier", s.withDeadline(checkClientPath, s.setClientTier)},
 		{"DELETE", "/v1/clients/{client}/tier", s.withDeadline(checkClientPath, s.removeClientTier)},
+		{"POST", "/v1/clients/{client}/reset", s.withDeadline(checkClientPath, s.resetClient)},
 		{"PUT", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.putTier)},
 		{"DELETE", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.deleteTier)},
 		{"GET", "/v1/tiers", s.withDeadline(nil, s.getTiers)},

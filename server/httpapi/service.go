@@ -24,6 +24,8 @@ type Service interface {
 	Client(ctx context.Context, client string) (fsm.ClientView, error)
 	// SetClientTier assigns client to tier; an empty tier removes the assignment.
 	SetClientTier(ctx context.Context, client, tier string) error
+	// ResetClient forgets client's bucket and reports whether there was one.
+	ResetClient(ctx context.Context, client string) (bool, error)
 	// ChangeConfig applies one configuration change and reports where it was applied.
 	ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error)
 	// Config returns the configuration in force.
