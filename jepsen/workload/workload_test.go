@@ -188,10 +188,11 @@ func TestTransportErrors(t *testing.T) {
 // decided"). The workload records the lie and the retry's duplicate answer
 // as two attempts, so the duplicates checker sees an applied request the
 // server called unapplied. Folded into one operation (the old workload),
-// the lie vanished into an ok decision.
+// the lie vanished into an ok decision. The planted bug reads single
+// requests only, so the client sends every decision alone.
 func TestEveryAttemptIsRecorded(t *testing.T) {
 	cfg := config(startNodeWith(t, lying()))
-	cfg.MaxOps = 60
+	cfg.MaxOps, cfg.NoCoalesce = 60, true
 	ops := Run(context.Background(), cfg)
 	lies := 0
 	for i, op := range ops {
@@ -209,7 +210,7 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 	// Told that the server answers unavailable ambiguously, the workload
 	// records those answers as unknown, and the duplicates resolve them.
 	cfg = config(startNodeWith(t, lying()))
-	cfg.MaxOps, cfg.Ambiguous503 = 60, []string{"unavailable"}
+	cfg.MaxOps, cfg.Ambiguous503, cfg.NoCoalesce = 60, []string{"unavailable"}, true
 	ops = Run(context.Background(), cfg)
 	res = checker.Duplicates(history.History{Ops: ops}, checker.Params{})
 	assert.True(t, res.Valid, res.Failures)
