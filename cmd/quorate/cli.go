@@ -33,7 +33,8 @@ Usage:
   quorate tier set NAME --capacity C --rate R     R in tokens per second, e.g. 0.5
   quorate tier delete NAME
   quorate default set --capacity C --rate R
-  quorate status
+  quorate status                                  nodes and groups as tables (--json: the server's answer)
+  quorate members                                 the nodes: state, addresses, versions
   quorate version                                 this binary's version and the cluster versions it runs
   quorate leave                                   make the node at --addr leave the cluster and stop
   quorate token new --name NAME --role decide|read|admin [--auth-file FILE]
@@ -357,6 +358,17 @@ func (cl *cli) commands() map[string]command {
 				}
 				return r, nil
 			},
+			print: printStatus,
+		},
+		"members": {
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
+				r, err := c.Cluster(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			},
+			print: printMembers,
 		},
 	}
 }

@@ -175,6 +175,16 @@ func TestCLIAgainstServer(t *testing.T) {
 	out, err = cli("status", "--json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"leader": "node1"`)
+	out, err = cli("status")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^NODE\s+STATE\s+RAFT\s+HTTP`, out)
+	assert.Regexp(t, `(?m)^node1\s+alive\s`, out)
+	assert.Regexp(t, `(?m)^GROUP\s+LEADER\s+STATE HERE`, out)
+	assert.Regexp(t, `(?m)^meta\s+node1\s+Leader\s`, out, "one row per group, the meta group's led here")
+	out, err = cli("members")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^node1\s+alive\s`, out)
+	assert.NotContains(t, out, "GROUP")
 }
 
 // The API refuses oversized headers instead of buffering up to net/http's
