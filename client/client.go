@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorate/quorate/api"
@@ -86,6 +87,16 @@ type Config struct {
 	// whole deadline. The node is told it as its own deadline.
 	AttemptTimeout time.Duration
 
+	// BreakFor, when positive, makes a call that no node decided by its
+	// deadline open a breaker for that long: until then calls are answered
+	// by OnUnavailable at once, without waiting out their deadlines, and
+	// one call per BreakFor goes to the cluster as a probe; the first
+	// decision closes the breaker. Zero (the default): every call waits
+	// out its deadline. Worth it with FailOpen or FailLocal, where a caller
+	// should not wait the deadline on every request of an outage; with
+	// FailClosed it denies every caller for BreakFor after a slow moment.
+	BreakFor time.Duration
+
 	// Instances is the number of processes that share the cluster's limits
 	// (FailLocal divides each policy by it; default 1).
 	Instances int
@@ -142,6 +153,9 @@ type Client struct {
 
 	lanesMu sync.Mutex
 	lanes   map[nodeGroup]*lane
+
+	// broken is when the breaker (Config.BreakFor) closes, Unix ns; 0: closed.
+	broken atomic.Int64
 
 	closed chan struct{}
 	close  sync.Once
@@ -251,6 +265,10 @@ func (c *Client) Allow(ctx context.Context, client string, cost int64) (api.Allo
 // without one is given one; a nil Cost costs 1.
 func (c *Client) Do(ctx context.Context, req api.AllowRequest) (api.AllowResponse, error) {
 	c.stats.calls.Add(1)
+	if c.breakerOpen() {
+		c.stats.broken.Add(1)
+		return c.unavailable(req), nil
+	}
 	if req.RequestID == "" {
 		req.RequestID = c.ids.next()
 	}
@@ -270,6 +288,7 @@ func (c *Client) Do(ctx context.Context, req api.AllowRequest) (api.AllowRespons
 	case err == nil:
 		c.stats.decided.Add(1)
 		c.local.learn(req.Client, resp)
+		c.broken.Store(0)
 		return resp, nil
 	case err.Kind() == api.Refused:
 		c.stats.refused.Add(1)
@@ -277,7 +296,26 @@ func (c *Client) Do(ctx context.Context, req api.AllowRequest) (api.AllowRespons
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return api.AllowResponse{}, ctx.Err()
 	}
+	if c.cfg.BreakFor > 0 {
+		c.broken.Store(c.now().Add(c.cfg.BreakFor).UnixNano())
+	}
 	return c.unavailable(req), nil
+}
+
+// breakerOpen reports whether a call is to be answered by OnUnavailable at
+// once (Config.BreakFor). When the breaker's time is up, the first call to
+// see it goes to the cluster as a probe, moving the time on so that the
+// calls meanwhile do not.
+func (c *Client) breakerOpen() bool {
+	until := c.broken.Load()
+	if until == 0 {
+		return false
+	}
+	now := c.now().UnixNano()
+	if now < until {
+		return true
+	}
+	return !c.broken.CompareAndSwap(until, now+int64(c.cfg.BreakFor)) // lost the race: another call probes
 }
 
 // decide runs attempts until one is decided or refused, or the deadline

@@ -2,6 +2,9 @@ package client_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,4 +236,84 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		_, err := client.New(cfg)
 		assert.Error(t, err, name)
 	}
+}
+
+// With BreakFor, a call no node decided opens a breaker: the calls after it
+// are answered by OnUnavailable at once, making no attempt, until one probe
+// per BreakFor finds the cluster again.
+func TestABreakerAnswersAtOnceWhileTheClusterIsDown(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c := newClient(t, client.Config{Endpoints: []string{deadURL(t)}, OnUnavailable: client.FailOpen, BreakFor: time.Minute, Now: clock})
+	call := func() api.AllowResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		d, err := c.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		return d
+	}
+	require.True(t, call().Degraded)
+	attempts := c.Stats().Attempts
+	require.Positive(t, attempts)
+
+	for range 5 {
+		d := call()
+		assert.True(t, d.Allowed && d.Degraded)
+	}
+	assert.Equal(t, attempts, c.Stats().Attempts, "the open breaker made no attempt")
+	assert.Equal(t, uint64(5), c.Stats().Broken)
+
+	advance(time.Minute)
+	call() // the probe
+	assert.Greater(t, c.Stats().Attempts, attempts, "a probe when the breaker's time was up")
+	probed := c.Stats().Attempts
+	call()
+	assert.Equal(t, probed, c.Stats().Attempts, "the failed probe opened it again")
+	assert.Equal(t, uint64(6), c.Stats().Broken)
+}
+
+// The first decision after an outage closes the breaker: the calls after
+// the successful probe go to the cluster again.
+func TestABreakerClosesWhenTheClusterDecidesAgain(t *testing.T) {
+	l := startLive(t, 1, cluster.NewManualClock())
+	var down atomic.Bool
+	down.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"down for the test"}}`)
+			return
+		}
+		l.srvs[0].Config.Handler.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := newClient(t, client.Config{Endpoints: []string{front.URL}, OnUnavailable: client.FailClosed, BreakFor: time.Minute, Now: clock})
+	call := func() api.AllowResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		d, err := c.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		return d
+	}
+	require.True(t, call().Degraded, "down: denied by FailClosed")
+	require.True(t, call().Degraded)
+	require.Equal(t, uint64(1), c.Stats().Broken)
+
+	down.Store(false)
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	d := call()
+	assert.False(t, d.Degraded, "the probe was decided")
+	assert.True(t, d.Allowed)
+	for range 3 {
+		assert.False(t, call().Degraded, "closed again: decided by the cluster")
+	}
+	assert.Equal(t, uint64(4), c.Stats().Decided)
 }

@@ -9,8 +9,9 @@ type Stats struct {
 	// decided by the cluster, Refused ended in a refused error.
 	Calls, Decided, Refused uint64
 	// FailedClosed, FailedOpen and FailedLocal are the calls answered by
-	// Config.OnUnavailable because no node decided in time.
-	FailedClosed, FailedOpen, FailedLocal uint64
+	// Config.OnUnavailable because no node decided in time; Broken of them
+	// were answered at once, by an open breaker (Config.BreakFor).
+	FailedClosed, FailedOpen, FailedLocal, Broken uint64
 	// Attempts is the number of attempts at a node; Retries of them were
 	// not a call's first.
 	Attempts, Retries uint64
@@ -24,6 +25,7 @@ type Stats struct {
 type counters struct {
 	calls, decided, refused               atomic.Uint64
 	failedClosed, failedOpen, failedLocal atomic.Uint64
+	broken                                atomic.Uint64
 	attempts, retries                     atomic.Uint64
 	batches, batched                      atomic.Uint64
 	routeRefreshes                        atomic.Uint64
@@ -34,7 +36,7 @@ func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{
 		Calls: s.calls.Load(), Decided: s.decided.Load(), Refused: s.refused.Load(),
-		FailedClosed: s.failedClosed.Load(), FailedOpen: s.failedOpen.Load(), FailedLocal: s.failedLocal.Load(),
+		FailedClosed: s.failedClosed.Load(), FailedOpen: s.failedOpen.Load(), FailedLocal: s.failedLocal.Load(), Broken: s.broken.Load(),
 		Attempts: s.attempts.Load(), Retries: s.retries.Load(),
 		Batches: s.batches.Load(), Batched: s.batched.Load(),
 		RouteRefreshes: s.routeRefreshes.Load(),
