@@ -407,14 +407,21 @@ func (c *Client) Refresh(ctx context.Context) error {
 	return err
 }
 
-// baseURL normalises an endpoint.
-func baseURL(e string) (string, error) {
+// normalURL is an endpoint as the clients send to it: a bare "host:port"
+// gets "http://", and no trailing slash.
+func normalURL(e string) string {
 	e = strings.TrimRight(strings.TrimSpace(e), "/")
+	if e != "" && !strings.Contains(e, "://") {
+		e = "http://" + e
+	}
+	return e
+}
+
+// baseURL is normalURL(e), refused when empty or neither http nor https.
+func baseURL(e string) (string, error) {
+	e = normalURL(e)
 	if e == "" {
 		return "", errors.New("client: an empty endpoint")
-	}
-	if !strings.Contains(e, "://") {
-		e = "http://" + e
 	}
 	if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return "", fmt.Errorf("client: endpoint %q: only http and https", e)

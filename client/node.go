@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/quorate/quorate/api"
@@ -41,13 +40,10 @@ func WithToken(token string) NodeOption {
 // NewNode returns a Node for the node at baseURL ("http://host:port"; a
 // bare "host:port" gets "http://"). A nil hc means http.DefaultClient.
 func NewNode(baseURL string, hc *http.Client, opts ...NodeOption) *Node {
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	n := &Node{base: strings.TrimRight(baseURL, "/"), hc: hc}
+	n := &Node{base: normalURL(baseURL), hc: hc}
 	for _, o := range opts {
 		o(n)
 	}

@@ -350,25 +350,7 @@ func (cl *cli) commands() map[string]command {
 			},
 			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
 		},
-		"status": {
-			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
-				r, err := c.Cluster(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return r, nil
-			},
-			print: printStatus,
-		},
-		"members": {
-			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
-				r, err := c.Cluster(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return r, nil
-			},
-			print: printMembers,
-		},
+		"status":  {do: clusterView, print: printStatus},
+		"members": {do: clusterView, print: printMembers},
 	}
 }

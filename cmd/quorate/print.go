@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 )
 
 func configAnswer(cc api.ConfigChange, err error) (any, error) {
@@ -23,6 +25,15 @@ func printConfigChange(w io.Writer, v any) {
 		fmt.Fprintf(w, "; not yet in %s", strings.Join(cc.Lagging, ","))
 	}
 	fmt.Fprintln(w)
+}
+
+// clusterView is the answer status and members print: GET /v1/cluster.
+func clusterView(ctx context.Context, c *client.Node, _ []string) (any, error) {
+	r, err := c.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // printStatus writes GET /v1/cluster for people: the nodes, then the
