@@ -76,7 +76,7 @@ func TestWorkedExample(t *testing.T) {
 func TestWorkedExampleDefaultFallback(t *testing.T) {
 	cfg, err := NewConfig(Policy{Capacity: 3, Rate: Scale / 2})
 	require.NoError(t, err)
-	cfg, err = cfg.WithTier("free", Policy{Capacity: 5, Rate: Scale})
+	cfg, err = cfg.WithTier("free", Policy{Capacity: 5, Rate: Scale}, Keep)
 	require.NoError(t, err)
 	cfg.Tiers["broken"] = Policy{Capacity: 0, Rate: Scale} // as if loaded from an old file
 

@@ -11,7 +11,9 @@ import (
 var BuiltinDefault = Policy{Capacity: 10, Rate: 1 * Scale}
 
 // Config is the global limit configuration: the default policy, the named
-// tiers and a version that grows by one with every change.
+// tiers and a version that grows by one with every change, and for each
+// tier (or the default, as DefaultTierName) that was raised with Fill, the
+// version of its last fill.
 //
 // A Config is a value: methods that change it return a new Config and never
 // modify the receiver's map, so a Config can be shared between goroutines
@@ -20,7 +22,37 @@ type Config struct {
 	Version uint64
 	Default Policy
 	Tiers   map[string]Policy
+	// Filled maps a tier, or DefaultTierName, to the version of the
+	// change that last raised it with Fill. A group fills the tier's
+	// clients when it installs a configuration whose Filled version for
+	// the tier is above the version it had: once per raise, however the
+	// configuration reaches it. Nil or empty when nothing was filled.
+	Filled map[string]uint64
 }
+
+// OnRaise says what a change that raises a policy's capacity (or limit)
+// does to the clients already under it.
+type OnRaise uint8
+
+const (
+	// Keep leaves every balance as it is: raising a limit never gifts
+	// tokens (the default).
+	Keep OnRaise = 0
+	// Fill refills every client of the policy to the new capacity (empties
+	// its window), once, at the change.
+	Fill OnRaise = 1
+)
+
+func (o OnRaise) String() string {
+	if o == Fill {
+		return "fill"
+	}
+	return "keep"
+}
+
+// Raises reports whether changing a policy from old to p raises its
+// capacity (a token bucket's capacity or a window's limit).
+func Raises(old, p Policy) bool { return p.Capacity > old.Capacity }
 
 // NewConfig returns version 0 of a configuration with the given default and
 // no tiers. It fails if the default is invalid.
@@ -41,6 +73,14 @@ func (c Config) Validate() error {
 	for name := range c.Tiers {
 		if err := ValidateTierName(name); err != nil {
 			return err
+		}
+	}
+	for name, v := range c.Filled {
+		if _, ok := c.Tiers[name]; !ok && name != DefaultTierName {
+			return fmt.Errorf("%w: a fill of %q, which is not a tier", ErrInvalidPolicy, name)
+		}
+		if v == 0 || v > c.Version {
+			return fmt.Errorf("%w: a fill of %q at version %d of a configuration at %d", ErrInvalidPolicy, name, v, c.Version)
 		}
 	}
 	return nil
@@ -64,17 +104,24 @@ func (c Config) TierNames() []string {
 	return slices.Sorted(maps.Keys(c.Tiers))
 }
 
-// WithTier returns c with tier name set to p and the version bumped.
-func (c Config) WithTier(name string, p Policy) (Config, error) {
+// WithTier returns c with tier name set to p and the version bumped. With
+// Fill, a change that raises an existing tier's capacity records the new
+// version as the tier's fill (see Filled); one that does not raise it, a
+// repeat of the same change among them, fills nothing.
+func (c Config) WithTier(name string, p Policy, onRaise OnRaise) (Config, error) {
 	if err := ValidateTierName(name); err != nil {
 		return c, err
 	}
 	if err := p.Validate(); err != nil {
 		return c, fmt.Errorf("tier %q: %w", name, err)
 	}
+	old, had := c.Tiers[name]
 	n := c.clone()
 	n.Tiers[name] = p
 	n.Version++
+	if onRaise == Fill && had && old.Validate() == nil && Raises(old, p) {
+		n.Filled[name] = n.Version
+	}
 	return n, nil
 }
 
@@ -86,30 +133,51 @@ func (c Config) WithoutTier(name string) (Config, bool) {
 	}
 	n := c.clone()
 	delete(n.Tiers, name)
+	delete(n.Filled, name)
 	n.Version++
 	return n, true
 }
 
-// WithDefault returns c with a new default policy and the version bumped.
-// An invalid default is refused.
-func (c Config) WithDefault(p Policy) (Config, error) {
+// WithDefault returns c with a new default policy and the version bumped,
+// recording a fill as WithTier does. An invalid default is refused.
+func (c Config) WithDefault(p Policy, onRaise OnRaise) (Config, error) {
 	if err := p.Validate(); err != nil {
 		return c, fmt.Errorf("default policy: %w", err)
 	}
 	n := c.clone()
 	n.Default = p
 	n.Version++
+	if onRaise == Fill && Raises(c.Default, p) {
+		n.Filled[DefaultTierName] = n.Version
+	}
 	return n, nil
+}
+
+// Extended reports whether c holds anything a configuration of the
+// release before cluster version 2 could not (an extended policy or a
+// fill), which only a cluster at version 2 may be given.
+func (c Config) Extended() bool {
+	if c.Default.Extended() || len(c.Filled) > 0 {
+		return true
+	}
+	for _, p := range c.Tiers {
+		if p.Extended() {
+			return true
+		}
+	}
+	return false
 }
 
 // Equal reports whether two configurations are identical, version included.
 func (c Config) Equal(o Config) bool {
-	return c.Version == o.Version && c.Default == o.Default && maps.Equal(c.Tiers, o.Tiers)
+	return c.Version == o.Version && c.Default == o.Default && maps.Equal(c.Tiers, o.Tiers) && maps.Equal(c.Filled, o.Filled)
 }
 
 func (c Config) clone() Config {
 	n := c
 	n.Tiers = make(map[string]Policy, len(c.Tiers)+1)
 	maps.Copy(n.Tiers, c.Tiers)
+	n.Filled = make(map[string]uint64, len(c.Filled)+1)
+	maps.Copy(n.Filled, c.Filled)
 	return n
 }

@@ -1,5 +1,6 @@
-// Package bucket is quorate's exact token-bucket core: policies, their
-// validation, tier resolution and the decision function.
+// Package bucket is quorate's exact decision core: policies (token
+// buckets and sliding windows), their validation, tier resolution and the
+// decision functions.
 //
 // Everything here is pure: state and policy go in, state and a decision come
 // out, and the time is an argument. No function reads a clock, a random
@@ -8,7 +9,8 @@
 //
 // Token balances are fixed-point integers in nanotokens (Scale units per
 // token) with an exact sub-nanotoken remainder, so refill is exact for any
-// rate that is a multiple of 1e-9 tokens per second.
+// rate that is a multiple of 1e-9 tokens per second. A sliding window keeps
+// a log of what it admitted (window.go), so its limit is exact too.
 package bucket
 
 import (
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -55,29 +58,162 @@ const MaxTiers = 1000
 // MaxTiers.
 var ErrTooManyTiers = errors.New("too many tiers")
 
-// Policy is the shape of one bucket: how many tokens it holds when full and
-// how fast it refills. The zero Policy is invalid (capacity 0).
+// Algorithm is how a policy decides.
+type Algorithm uint8
+
+// Algorithms. Values are part of the log format: never renumber.
+const (
+	// TokenBucket is the default: a bucket of Capacity tokens refilling at
+	// Rate.
+	TokenBucket Algorithm = 0
+	// SlidingWindow admits at most Capacity cost in any Window of time,
+	// exactly, from a log of what it admitted (see DecideWindow).
+	SlidingWindow Algorithm = 1
+)
+
+func (a Algorithm) String() string {
+	switch a {
+	case TokenBucket:
+		return "token_bucket"
+	case SlidingWindow:
+		return "sliding_window"
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// Mode says whether a policy's denials are enforced.
+type Mode uint8
+
+// Modes. Values are part of the log format.
+const (
+	// Enforce answers every decision as it was made.
+	Enforce Mode = 0
+	// Shadow makes and records every decision exactly as Enforce would, but
+	// answers it allowed (marked shadow, with what it would have been), so
+	// a new limit can be watched before it is enforced.
+	Shadow Mode = 1
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Enforce:
+		return "enforce"
+	case Shadow:
+		return "shadow"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Unavailable says what a node answers for a policy's clients when their
+// group cannot decide.
+type Unavailable uint8
+
+// When-unavailable choices. Values are part of the log format.
+const (
+	// Deny answers that nothing was decided (503): fail closed.
+	Deny Unavailable = 0
+	// AllowDegraded answers allowed, marked degraded, without a decision:
+	// fail open, at the price stated in the README's bound.
+	AllowDegraded Unavailable = 1
+)
+
+func (u Unavailable) String() string {
+	switch u {
+	case Deny:
+		return "deny"
+	case AllowDegraded:
+		return "allow"
+	}
+	return fmt.Sprintf("when_unavailable(%d)", uint8(u))
+}
+
+// Limits of sliding-window policies: a client's window log holds at most
+// Limit entries, so Limit bounds its memory.
+const (
+	// MaxWindowLimit is the largest limit of a sliding window.
+	MaxWindowLimit = 10_000
+	// MaxWindowSeconds is the longest window, in seconds (one day).
+	MaxWindowSeconds = 86_400
+)
+
+// Second is one second in nanoseconds, the unit of a window.
+const Second int64 = 1_000_000_000
+
+// Policy is the shape of one client's limit. The zero Policy is invalid
+// (capacity 0); a Policy is comparable, and two are the same policy exactly
+// when they are ==.
 type Policy struct {
-	// Capacity is the most tokens the bucket holds, in whole tokens, 1..MaxCapacity.
+	// Algorithm is TokenBucket or SlidingWindow.
+	Algorithm Algorithm
+	// Capacity is the most cost admitted at once: for a token bucket the
+	// tokens it holds when full (1..MaxCapacity), for a sliding window its
+	// limit, the most cost admitted in any window (1..MaxWindowLimit).
 	Capacity int64
-	// Rate is the refill rate in nanotokens per second, 0..MaxRate.
-	// A rate of 0 means the bucket never refills.
+	// Rate is a token bucket's refill rate in nanotokens per second,
+	// 0..MaxRate (0: the bucket never refills); 0 for a sliding window.
 	Rate int64
+	// Window is a sliding window's length in nanoseconds, a whole number of
+	// seconds in 1..MaxWindowSeconds; 0 for a token bucket.
+	Window int64
+	// Mode is Enforce or Shadow.
+	Mode Mode
+	// WhenUnavailable is Deny or AllowDegraded.
+	WhenUnavailable Unavailable
+}
+
+// Extended reports whether p uses anything a policy of the release before
+// cluster version 2 could not say (an algorithm, a mode or a
+// when-unavailable other than the defaults), which only a cluster at
+// version 2 may be given.
+func (p Policy) Extended() bool {
+	return p.Algorithm != TokenBucket || p.Mode != Enforce || p.WhenUnavailable != Deny || p.Window != 0
 }
 
 // Validate reports whether p is usable, with a message naming the field.
 func (p Policy) Validate() error {
-	if p.Capacity < 1 {
+	switch p.Mode {
+	case Enforce, Shadow:
+	default:
+		return fmt.Errorf("%w: mode %d", ErrInvalidPolicy, p.Mode)
+	}
+	switch p.WhenUnavailable {
+	case Deny, AllowDegraded:
+	default:
+		return fmt.Errorf("%w: when_unavailable %d", ErrInvalidPolicy, p.WhenUnavailable)
+	}
+	switch p.Algorithm {
+	case TokenBucket:
+		return p.validateBucket()
+	case SlidingWindow:
+		return p.validateWindow()
+	}
+	return fmt.Errorf("%w: algorithm %d", ErrInvalidPolicy, p.Algorithm)
+}
+
+func (p Policy) validateBucket() error {
+	switch {
+	case p.Capacity < 1:
 		return fmt.Errorf("%w: capacity must be at least 1, got %d", ErrInvalidPolicy, p.Capacity)
-	}
-	if p.Capacity > MaxCapacity {
+	case p.Capacity > MaxCapacity:
 		return fmt.Errorf("%w: capacity must be at most %d, got %d", ErrInvalidPolicy, int64(MaxCapacity), p.Capacity)
-	}
-	if p.Rate < 0 {
+	case p.Rate < 0:
 		return fmt.Errorf("%w: refill_per_second must not be negative", ErrInvalidPolicy)
-	}
-	if p.Rate > MaxRate {
+	case p.Rate > MaxRate:
 		return fmt.Errorf("%w: refill_per_second must be at most %d", ErrInvalidPolicy, int64(MaxCapacity))
+	case p.Window != 0:
+		return fmt.Errorf("%w: a token bucket has no window_seconds", ErrInvalidPolicy)
+	}
+	return nil
+}
+
+func (p Policy) validateWindow() error {
+	switch {
+	case p.Capacity < 1 || p.Capacity > MaxWindowLimit:
+		return fmt.Errorf("%w: limit must be 1..%d, got %d", ErrInvalidPolicy, MaxWindowLimit, p.Capacity)
+	case p.Window < Second || p.Window > MaxWindowSeconds*Second || p.Window%Second != 0:
+		return fmt.Errorf("%w: window_seconds must be a whole number of seconds in 1..%d", ErrInvalidPolicy, MaxWindowSeconds)
+	case p.Rate != 0:
+		return fmt.Errorf("%w: a sliding window has no refill_per_second", ErrInvalidPolicy)
 	}
 	return nil
 }
@@ -101,28 +237,97 @@ func FormatRate(rate int64) string {
 	return s
 }
 
-// ParsePolicy is the one parser of a policy, for every place one is written
-// by hand (the API's bodies, the --config file, the CLI's flags): capacity
-// and refill_per_second as the literals they were given in (JSON numbers,
-// or flag values), parsed exactly and validated. An empty literal is a
-// missing field. Errors wrap ErrInvalidPolicy and name the field.
-func ParsePolicy(capacity, refillPerSecond string) (Policy, error) {
-	if capacity == "" {
-		return Policy{}, fmt.Errorf("%w: capacity is required", ErrInvalidPolicy)
+// Spec is a policy as it is written by hand (the API's bodies, the
+// --config file, the CLI's flags): each member the literal it was given in
+// (JSON numbers as written, or flag values), "" for a member not given.
+// Parse is the one parser of a policy.
+type Spec struct {
+	Algorithm       string // "token_bucket" (the default) or "sliding_window"
+	Capacity        string // token bucket
+	RefillPerSecond string // token bucket
+	Limit           string // sliding window
+	WindowSeconds   string // sliding window
+	Mode            string // "enforce" (the default) or "shadow"
+	WhenUnavailable string // "deny" (the default) or "allow"
+}
+
+// Parse validates s and returns its policy; numbers are parsed exactly.
+// Errors wrap ErrInvalidPolicy and name the member.
+func (s Spec) Parse() (Policy, error) {
+	var p Policy
+	switch s.Mode {
+	case "", "enforce":
+	case "shadow":
+		p.Mode = Shadow
+	default:
+		return Policy{}, fmt.Errorf("%w: mode must be \"enforce\" or \"shadow\", got %q", ErrInvalidPolicy, s.Mode)
 	}
-	if refillPerSecond == "" {
-		return Policy{}, fmt.Errorf("%w: refill_per_second is required (0 for a bucket that never refills)", ErrInvalidPolicy)
+	switch s.WhenUnavailable {
+	case "", "deny":
+	case "allow":
+		p.WhenUnavailable = AllowDegraded
+	default:
+		return Policy{}, fmt.Errorf("%w: when_unavailable must be \"deny\" or \"allow\", got %q", ErrInvalidPolicy, s.WhenUnavailable)
 	}
-	c, err := ParseCapacity(capacity)
-	if err != nil {
-		return Policy{}, err
+	var err error
+	switch s.Algorithm {
+	case "", "token_bucket":
+		switch {
+		case s.Limit != "" || s.WindowSeconds != "":
+			return Policy{}, fmt.Errorf("%w: limit and window_seconds belong to \"algorithm\": \"sliding_window\"", ErrInvalidPolicy)
+		case s.Capacity == "":
+			return Policy{}, fmt.Errorf("%w: capacity is required", ErrInvalidPolicy)
+		case s.RefillPerSecond == "":
+			return Policy{}, fmt.Errorf("%w: refill_per_second is required (0 for a bucket that never refills)", ErrInvalidPolicy)
+		}
+		if p.Capacity, err = ParseCapacity(s.Capacity); err != nil {
+			return Policy{}, err
+		}
+		if p.Rate, err = ParseRate(s.RefillPerSecond); err != nil {
+			return Policy{}, err
+		}
+	case "sliding_window":
+		p.Algorithm = SlidingWindow
+		switch {
+		case s.Capacity != "" || s.RefillPerSecond != "":
+			return Policy{}, fmt.Errorf("%w: a sliding window takes limit and window_seconds, not capacity or refill_per_second", ErrInvalidPolicy)
+		case s.Limit == "":
+			return Policy{}, fmt.Errorf("%w: limit is required", ErrInvalidPolicy)
+		case s.WindowSeconds == "":
+			return Policy{}, fmt.Errorf("%w: window_seconds is required", ErrInvalidPolicy)
+		}
+		if p.Capacity, err = parseWhole("limit", s.Limit, 1, MaxWindowLimit); err != nil {
+			return Policy{}, err
+		}
+		w, err := parseWhole("window_seconds", s.WindowSeconds, 1, MaxWindowSeconds)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Window = w * Second
+	default:
+		return Policy{}, fmt.Errorf("%w: algorithm must be \"token_bucket\" or \"sliding_window\", got %q", ErrInvalidPolicy, s.Algorithm)
 	}
-	r, err := ParseRate(refillPerSecond)
-	if err != nil {
-		return Policy{}, err
-	}
-	p := Policy{Capacity: c, Rate: r}
 	return p, p.Validate()
+}
+
+// SpecOf writes p as a Spec, every member that applies filled in: what
+// Parse reads back to p.
+func SpecOf(p Policy) Spec {
+	s := Spec{Algorithm: p.Algorithm.String(), Mode: p.Mode.String(), WhenUnavailable: p.WhenUnavailable.String()}
+	if p.Algorithm == SlidingWindow {
+		s.Limit = strconv.FormatInt(p.Capacity, 10)
+		s.WindowSeconds = strconv.FormatInt(p.Window/Second, 10)
+	} else {
+		s.Capacity = strconv.FormatInt(p.Capacity, 10)
+		s.RefillPerSecond = FormatRate(p.Rate)
+	}
+	return s
+}
+
+// ParsePolicy parses a token bucket from its capacity and refill rate
+// literals: Spec{Capacity: capacity, RefillPerSecond: refillPerSecond}.Parse().
+func ParsePolicy(capacity, refillPerSecond string) (Policy, error) {
+	return Spec{Capacity: capacity, RefillPerSecond: refillPerSecond}.Parse()
 }
 
 // ParseRate converts a decimal number of tokens per second (as JSON writes it:
@@ -192,18 +397,24 @@ func parseRateExact(s string) (int64, error) {
 
 // ParseCapacity converts a JSON number into a capacity in whole tokens.
 func ParseCapacity(s string) (int64, error) {
+	return parseWhole("capacity", s, 1, MaxCapacity)
+}
+
+// parseWhole converts a JSON number into a whole number in lo..hi; errors
+// name the member.
+func parseWhole(name, s string, lo, hi int64) (int64, error) {
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || !validNumber.MatchString(s) {
-		return 0, fmt.Errorf("%w: capacity %q is not a number", ErrInvalidPolicy, s)
+		return 0, fmt.Errorf("%w: %s %q is not a number", ErrInvalidPolicy, name, s)
 	}
 	if !r.IsInt() {
-		return 0, fmt.Errorf("%w: capacity must be a whole number of tokens, got %s", ErrInvalidPolicy, s)
+		return 0, fmt.Errorf("%w: %s must be a whole number, got %s", ErrInvalidPolicy, name, s)
 	}
-	if r.Cmp(new(big.Rat).SetInt64(1)) < 0 {
-		return 0, fmt.Errorf("%w: capacity must be at least 1, got %s", ErrInvalidPolicy, s)
+	if r.Cmp(new(big.Rat).SetInt64(lo)) < 0 {
+		return 0, fmt.Errorf("%w: %s must be at least %d, got %s", ErrInvalidPolicy, name, lo, s)
 	}
-	if r.Cmp(new(big.Rat).SetInt64(MaxCapacity)) > 0 {
-		return 0, fmt.Errorf("%w: capacity must be at most %d, got %s", ErrInvalidPolicy, int64(MaxCapacity), s)
+	if r.Cmp(new(big.Rat).SetInt64(hi)) > 0 {
+		return 0, fmt.Errorf("%w: %s must be at most %d, got %s", ErrInvalidPolicy, name, hi, s)
 	}
 	return r.Num().Int64(), nil
 }

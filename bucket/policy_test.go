@@ -115,14 +115,14 @@ func TestValidateTierName(t *testing.T) {
 func TestConfigChangesBumpVersionAndCopy(t *testing.T) {
 	c, err := NewConfig(BuiltinDefault)
 	require.NoError(t, err)
-	c1, err := c.WithTier("free", Policy{Capacity: 5, Rate: Scale})
+	c1, err := c.WithTier("free", Policy{Capacity: 5, Rate: Scale}, Keep)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), c1.Version)
 	assert.Empty(t, c.Tiers, "the original must not change")
 
-	_, err = c1.WithTier("free", Policy{Capacity: 0})
+	_, err = c1.WithTier("free", Policy{Capacity: 0}, Keep)
 	assert.ErrorIs(t, err, ErrInvalidPolicy)
-	_, err = c1.WithDefault(Policy{Capacity: 0})
+	_, err = c1.WithDefault(Policy{Capacity: 0}, Keep)
 	assert.ErrorIs(t, err, ErrInvalidPolicy)
 
 	c2, ok := c1.WithoutTier("free")

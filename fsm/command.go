@@ -14,7 +14,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/internal/binenc"
@@ -49,6 +51,13 @@ const (
 	// origin and retry flag (see AllowRequest). Allow encodes as it when any
 	// request has an origin, and as TypeAllow otherwise.
 	TypeAllowOrigin Type = 6
+	// TypeConfigOpPolicies and TypeInstallConfigPolicies are ConfigOp and
+	// InstallConfig with the policies of cluster version 2 (algorithm,
+	// window, mode, when-unavailable) and fills. A ConfigOp or
+	// InstallConfig encodes as them only when it uses any of that, so
+	// that what v0.14.0 can say is still written as v0.14.0 reads it.
+	TypeConfigOpPolicies      Type = 10
+	TypeInstallConfigPolicies Type = 11
 )
 
 func (t Type) String() string {
@@ -71,6 +80,10 @@ func (t Type) String() string {
 		return "allocate-epoch"
 	case TypeResetClient:
 		return "reset-client"
+	case TypeConfigOpPolicies:
+		return "config-op-policies"
+	case TypeInstallConfigPolicies:
+		return "install-config-policies"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
@@ -143,11 +156,14 @@ const (
 )
 
 // ConfigOp changes one thing in the configuration and bumps its version by
-// one. Tier is empty for OpSetDefault; Policy is unused for OpDeleteTier.
+// one. Tier is empty for OpSetDefault; Policy and OnRaise are unused for
+// OpDeleteTier. With bucket.Fill, a change that raises the capacity
+// records a fill (see bucket.Config.Filled).
 type ConfigOp struct {
-	Kind   ConfigOpKind
-	Tier   string
-	Policy bucket.Policy
+	Kind    ConfigOpKind
+	Tier    string
+	Policy  bucket.Policy
+	OnRaise bucket.OnRaise
 }
 
 // InstallConfig replaces the configuration with Config if Config.Version is
@@ -180,10 +196,26 @@ func (a Allow) Type() Type {
 	return TypeAllow
 }
 
-func (ConfigOp) Type() Type      { return TypeConfigOp }
-func (InstallConfig) Type() Type { return TypeInstallConfig }
-func (SetTier) Type() Type       { return TypeSetTier }
-func (Reclaim) Type() Type       { return TypeReclaim }
+// Type is TypeConfigOpPolicies when the op uses a policy or fill of
+// cluster version 2.
+func (o ConfigOp) Type() Type {
+	if o.Policy.Extended() || o.OnRaise != bucket.Keep {
+		return TypeConfigOpPolicies
+	}
+	return TypeConfigOp
+}
+
+// Type is TypeInstallConfigPolicies when the configuration holds a policy
+// or fill of cluster version 2.
+func (ic InstallConfig) Type() Type {
+	if ic.Config.Extended() {
+		return TypeInstallConfigPolicies
+	}
+	return TypeInstallConfig
+}
+
+func (SetTier) Type() Type { return TypeSetTier }
+func (Reclaim) Type() Type { return TypeReclaim }
 
 // ErrMalformed is returned (wrapped) by Decode for bytes that are not a
 // valid command.
@@ -234,11 +266,15 @@ func (a Allow) appendPayload(b []byte) []byte {
 func (o ConfigOp) appendPayload(b []byte) []byte {
 	b = append(b, byte(o.Kind))
 	b = binenc.AppendString(b, o.Tier)
-	return appendPolicy(b, o.Policy)
+	if o.Type() == TypeConfigOp {
+		return appendPolicy(b, o.Policy)
+	}
+	b = appendPolicyV2(b, o.Policy)
+	return append(b, byte(o.OnRaise))
 }
 
 func (ic InstallConfig) appendPayload(b []byte) []byte {
-	return appendConfig(b, ic.Config)
+	return appendConfig(b, ic.Config, ic.Type() == TypeInstallConfigPolicies)
 }
 
 func (s SetTier) appendPayload(b []byte) []byte {
@@ -257,10 +293,13 @@ func newDecoders() map[Type]decodeFunc {
 	return map[Type]decodeFunc{
 		TypeAllow:         decodeAllow(false),
 		TypeAllowOrigin:   decodeAllow(true),
-		TypeConfigOp:      decodeConfigOp,
-		TypeInstallConfig: decodeInstallConfig,
-		TypeSetTier:       decodeSetTier,
-		TypeReclaim:       decodeReclaim,
+		TypeConfigOp:      decodeConfigOp(false),
+		TypeInstallConfig: decodeInstallConfig(false),
+
+		TypeConfigOpPolicies:      decodeConfigOp(true),
+		TypeInstallConfigPolicies: decodeInstallConfig(true),
+		TypeSetTier:               decodeSetTier,
+		TypeReclaim:               decodeReclaim,
 
 		TypeSetClusterVersion: decodeSetClusterVersion,
 		TypeAllocateEpoch:     decodeAllocateEpoch,
@@ -415,19 +454,35 @@ func decodeAllow(origins bool) decodeFunc {
 	}
 }
 
-func decodeConfigOp(r *reader) (Command, error) {
-	o := ConfigOp{Kind: ConfigOpKind(r.Byte())}
-	o.Tier = r.Str(maxFieldLen)
-	o.Policy = r.policy()
-	if r.Err != nil {
-		return nil, r.Err
+// decodeConfigOp decodes TypeConfigOp, or TypeConfigOpPolicies when v2 is
+// set.
+func decodeConfigOp(v2 bool) decodeFunc {
+	return func(r *reader) (Command, error) {
+		o := ConfigOp{Kind: ConfigOpKind(r.Byte())}
+		o.Tier = r.Str(maxFieldLen)
+		if !v2 {
+			o.Policy = r.policy()
+		} else {
+			o.Policy = r.policyV2()
+			o.OnRaise = bucket.OnRaise(r.Byte())
+			if r.Err == nil && o.OnRaise > bucket.Fill {
+				r.Fail("on_raise %d", o.OnRaise)
+			}
+		}
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return o, nil
 	}
-	return o, nil
 }
 
-func decodeInstallConfig(r *reader) (Command, error) {
-	c := r.config()
-	return InstallConfig{Config: c}, r.Err
+// decodeInstallConfig decodes TypeInstallConfig, or
+// TypeInstallConfigPolicies when v2 is set.
+func decodeInstallConfig(v2 bool) decodeFunc {
+	return func(r *reader) (Command, error) {
+		c := r.config(v2)
+		return InstallConfig{Config: c}, r.Err
+	}
 }
 
 func decodeSetTier(r *reader) (Command, error) {
@@ -439,21 +494,44 @@ func decodeReclaim(r *reader) (Command, error) {
 	return Reclaim{Stamp: r.Varint()}, r.Err
 }
 
+// appendPolicy writes a token bucket as v0.14.0 does: capacity and rate.
 func appendPolicy(b []byte, p bucket.Policy) []byte {
 	b = binary.AppendVarint(b, p.Capacity)
 	return binary.AppendVarint(b, p.Rate)
 }
 
+// appendPolicyV2 writes any policy: the algorithm, capacity, rate, window,
+// mode and when-unavailable.
+func appendPolicyV2(b []byte, p bucket.Policy) []byte {
+	b = append(b, byte(p.Algorithm))
+	b = appendPolicy(b, p)
+	b = binary.AppendVarint(b, p.Window)
+	return append(b, byte(p.Mode), byte(p.WhenUnavailable))
+}
+
 // appendConfig writes a configuration with its tiers in sorted order, so the
-// bytes depend only on the content.
-func appendConfig(b []byte, c bucket.Config) []byte {
+// bytes depend only on the content; v2 writes policies with appendPolicyV2
+// and the fills after the tiers, in sorted order too.
+func appendConfig(b []byte, c bucket.Config, v2 bool) []byte {
+	pol := appendPolicy
+	if v2 {
+		pol = appendPolicyV2
+	}
 	b = binary.AppendUvarint(b, c.Version)
-	b = appendPolicy(b, c.Default)
+	b = pol(b, c.Default)
 	names := c.TierNames()
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
 		b = binenc.AppendString(b, n)
-		b = appendPolicy(b, c.Tiers[n])
+		b = pol(b, c.Tiers[n])
+	}
+	if v2 {
+		filled := slices.Sorted(maps.Keys(c.Filled))
+		b = binary.AppendUvarint(b, uint64(len(filled)))
+		for _, n := range filled {
+			b = binenc.AppendString(b, n)
+			b = binary.AppendUvarint(b, c.Filled[n])
+		}
 	}
 	return b
 }
@@ -466,8 +544,22 @@ func (r *reader) policy() bucket.Policy {
 	return bucket.Policy{Capacity: r.Varint(), Rate: r.Varint()}
 }
 
-func (r *reader) config() bucket.Config {
-	c := bucket.Config{Version: r.Uvarint(), Default: r.policy()}
+func (r *reader) policyV2() bucket.Policy {
+	a := bucket.Algorithm(r.Byte())
+	p := r.policy()
+	p.Algorithm = a
+	p.Window = r.Varint()
+	p.Mode, p.WhenUnavailable = bucket.Mode(r.Byte()), bucket.Unavailable(r.Byte())
+	return p
+}
+
+// config reads what appendConfig writes.
+func (r *reader) config(v2 bool) bucket.Config {
+	pol := r.policy
+	if v2 {
+		pol = r.policyV2
+	}
+	c := bucket.Config{Version: r.Uvarint(), Default: pol()}
 	n := r.Uvarint()
 	if r.Err == nil && n > uint64(len(r.B))/3 {
 		r.Fail("%d tiers in %d bytes", n, len(r.B))
@@ -476,12 +568,25 @@ func (r *reader) config() bucket.Config {
 	var prev string
 	for i := uint64(0); i < n && r.Err == nil; i++ {
 		name := r.Str(maxFieldLen)
-		p := r.policy()
+		p := pol()
 		if r.Err == nil && i > 0 && name <= prev {
 			r.Fail("tiers not in strictly increasing order")
 		}
 		prev = name
 		c.Tiers[name] = p
+	}
+	if !v2 {
+		return c
+	}
+	n = r.Count(2)
+	c.Filled = make(map[string]uint64, n)
+	for i := uint64(0); i < n && r.Err == nil; i++ {
+		name := r.Str(maxFieldLen)
+		if r.Err == nil && i > 0 && name <= prev {
+			r.Fail("fills not in strictly increasing order")
+		}
+		prev = name
+		c.Filled[name] = r.Uvarint()
 	}
 	return c
 }

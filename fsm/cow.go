@@ -112,6 +112,17 @@ func (p *cowPart[V]) shrink() {
 	p.m, p.holds, p.peak = m, nil, len(m)
 }
 
+// keys returns every key, in no particular order.
+func (c *cowMap[V]) keys() []string {
+	out := make([]string, 0, c.n)
+	for i := range c.parts {
+		for k := range c.parts[i].m {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // deleteIf deletes every entry for which drop returns true.
 func (c *cowMap[V]) deleteIf(drop func(k string, v V) bool) int {
 	n := 0

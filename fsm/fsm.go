@@ -45,6 +45,13 @@ type Decision struct {
 	Unresolved bool
 	// RateKnown reports that Rate is the deciding policy's rate (see Rate).
 	RateKnown bool
+	// Window is the length of the sliding window that decided, in
+	// nanoseconds; 0 when a token bucket decided.
+	Window int64
+	// Shadow reports a decision of a policy in shadow mode: Allowed is
+	// what enforcing it would have answered, and the caller is answered
+	// allowed whatever it is.
+	Shadow bool
 }
 
 // AllowResult is the result of applying an Allow: one decision per request,
@@ -129,10 +136,14 @@ type FSM struct {
 	// of the replicated state: a metric since the process started).
 	evictedEarly atomic.Uint64
 	tiers        *cowMap[string]       // client → assigned tier
-	buckets      *cowMap[bucket.State] // client → bucket
-	dedup        *dedupWindow          // by request id
-	byOrigin     *dedupWindow          // requests without an id, by origin
-	marks        map[uint32]originMark
+	buckets      *cowMap[bucket.State] // client → bucket, for token-bucket policies
+	// windows holds the clients whose policy is a sliding window. A client
+	// has state in at most one of buckets and windows, the one of its
+	// policy's algorithm: a change of algorithm converts it (convert).
+	windows  *cowMap[bucket.Window]
+	dedup    *dedupWindow // by request id
+	byOrigin *dedupWindow // requests without an id, by origin
+	marks    map[uint32]originMark
 	// idsForgottenUntil is the end of the window of the newest request id
 	// forgotten early (by count): until then a request id the group does
 	// not remember may have been decided before.
@@ -182,6 +193,9 @@ func New(opts Options) (*FSM, error) {
 		TypeSetClusterVersion: func(c Command) any { return f.applySetClusterVersion(c.(SetClusterVersion)) },
 		TypeAllocateEpoch:     func(c Command) any { return f.applyAllocateEpoch(c.(AllocateEpoch)) },
 		TypeResetClient:       func(c Command) any { return f.applyResetClient(c.(ResetClient)) },
+
+		TypeConfigOpPolicies:      func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
+		TypeInstallConfigPolicies: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
 	}
 	return f, nil
 }
@@ -194,6 +208,7 @@ func (f *FSM) reset() {
 	f.version.Store(f.initial.Version)
 	f.tiers = newCowMap[string]()
 	f.buckets = newCowMap[bucket.State]()
+	f.windows = newCowMap[bucket.Window]()
 	forgot := func(e dedupEntry) { f.forget(e.decision.Origin, f.highWater) }
 	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
 	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
@@ -221,7 +236,7 @@ func (f *FSM) StateBytes() int64 { return f.stateBytes.Load() }
 // settle publishes the lock-free counters after entries were applied or a
 // snapshot restored. The caller holds the lock.
 func (f *FSM) settle() {
-	f.nBuckets.Store(int64(f.buckets.len()))
+	f.nBuckets.Store(int64(f.buckets.len() + f.windows.len()))
 	f.stateBytes.Store(f.mapBytes + f.dedup.bytes + f.byOrigin.bytes)
 }
 
@@ -337,14 +352,72 @@ func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
 func (f *FSM) decide(client string, cost, now int64) Decision {
 	assigned, _ := f.tiers.get(client)
 	tier, p := f.config.Resolve(assigned)
+	out := Decision{Tier: tier, Stamp: now, Rate: p.Rate, RateKnown: true, Shadow: p.Mode == bucket.Shadow}
+	if p.Algorithm == bucket.SlidingWindow {
+		w, ok := f.windows.get(client)
+		if !ok {
+			f.mapBytes += bucketBytes(client)
+		}
+		before := bucket.WindowBytes(w)
+		w, out.Decision = bucket.DecideWindow(p, w, now, cost)
+		f.mapBytes += bucket.WindowBytes(w) - before
+		f.windows.set(client, w)
+		out.Window = p.Window
+		return out
+	}
 	s, ok := f.buckets.get(client)
 	if !ok {
 		s = bucket.New(p, now)
 		f.mapBytes += bucketBytes(client)
 	}
-	s, d := bucket.Decide(p, s, now, cost)
+	s, out.Decision = bucket.Decide(p, s, now, cost)
 	f.buckets.set(client, s)
-	return Decision{Decision: d, Tier: tier, Stamp: now, Rate: p.Rate, RateKnown: true}
+	return out
+}
+
+// forgetClient drops client's bucket or window: it is full (empty) again.
+// It reports whether there was one.
+func (f *FSM) forgetClient(client string) bool {
+	if w, ok := f.windows.get(client); ok {
+		f.windows.delete(client)
+		f.mapBytes -= bucketBytes(client) + bucket.WindowBytes(w)
+		return true
+	}
+	if _, ok := f.buckets.get(client); ok {
+		f.buckets.delete(client)
+		f.mapBytes -= bucketBytes(client)
+		return true
+	}
+	return false
+}
+
+// convert moves client's state from policy from to policy to, at group
+// time now, when their algorithms differ: the client keeps what it had left,
+// never more than to allows (bucket.BucketToWindow, WindowToBucket).
+func (f *FSM) convert(client string, from, to bucket.Policy, now int64) {
+	switch {
+	case from.Algorithm == to.Algorithm:
+	case to.Algorithm == bucket.SlidingWindow:
+		s, ok := f.buckets.get(client)
+		if !ok {
+			return
+		}
+		f.buckets.delete(client)
+		if w := bucket.BucketToWindow(from, s, to, now); w.Used > 0 {
+			f.windows.set(client, w)
+			f.mapBytes += bucket.WindowBytes(w)
+		} else {
+			f.mapBytes -= bucketBytes(client)
+		}
+	default:
+		w, ok := f.windows.get(client)
+		if !ok {
+			return
+		}
+		f.windows.delete(client)
+		f.mapBytes -= bucket.WindowBytes(w)
+		f.buckets.set(client, bucket.WindowToBucket(from, w, to, now))
+	}
 }
 
 func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {
@@ -354,14 +427,14 @@ func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {
 	)
 	switch o.Kind {
 	case OpSetTier:
-		next, err = f.config.WithTier(o.Tier, o.Policy)
+		next, err = f.config.WithTier(o.Tier, o.Policy, o.OnRaise)
 	case OpDeleteTier:
 		var ok bool
 		if next, ok = f.config.WithoutTier(o.Tier); !ok {
 			err = fmt.Errorf("%w: %q", ErrNoSuchTier, o.Tier)
 		}
 	case OpSetDefault:
-		next, err = f.config.WithDefault(o.Policy)
+		next, err = f.config.WithDefault(o.Policy, o.OnRaise)
 	}
 	if err != nil {
 		return &ConfigResult{Version: f.config.Version, Err: err}
@@ -378,7 +451,36 @@ func (f *FSM) applyInstallConfig(ic InstallConfig) *ConfigResult {
 	return &ConfigResult{Version: ic.Config.Version, Changed: true}
 }
 
+// setConfig puts c in force. Clients with state whose policy changes
+// algorithm are converted, and the clients of every tier c filled since
+// the configuration in force are filled, both at the group's time: each
+// depends only on the client's own state, so map order cannot change the
+// outcome. Neither walks the clients unless some policy changed algorithm
+// or was filled.
 func (f *FSM) setConfig(c bucket.Config) {
+	old := f.config
+	filled := map[string]bool{}
+	for name, v := range c.Filled {
+		if v > old.Version {
+			filled[name] = true
+		}
+	}
+	if len(filled) > 0 || algorithmsChange(old, c) {
+		now := f.highWater
+		each := func(client string) {
+			assigned, _ := f.tiers.get(client)
+			_, from := old.Resolve(assigned)
+			name, to := c.Resolve(assigned)
+			if filled[name] {
+				f.forgetClient(client)
+				return
+			}
+			f.convert(client, from, to, now)
+		}
+		for _, client := range append(f.buckets.keys(), f.windows.keys()...) {
+			each(client)
+		}
+	}
 	f.config = c
 	f.version.Store(c.Version)
 	if f.onConfig != nil {
@@ -386,11 +488,38 @@ func (f *FSM) setConfig(c bucket.Config) {
 	}
 }
 
+// algorithmsChange reports whether some client resolves to a policy of
+// another algorithm under c than under old.
+func algorithmsChange(old, c bucket.Config) bool {
+	differs := func(name string) bool {
+		_, p := old.Resolve(name)
+		_, q := c.Resolve(name)
+		return p.Algorithm != q.Algorithm
+	}
+	if differs("") {
+		return true
+	}
+	for name := range old.Tiers {
+		if differs(name) {
+			return true
+		}
+	}
+	for name := range c.Tiers {
+		if differs(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *FSM) applySetTier(s SetTier) *SetTierResult {
 	prev, had := f.tiers.get(s.Client)
 	if had {
 		f.mapBytes -= tierBytes(prev)
 	}
+	_, from := f.config.Resolve(prev)
+	_, to := f.config.Resolve(s.Tier)
+	f.convert(s.Client, from, to, f.highWater)
 	if s.Tier == "" {
 		f.tiers.delete(s.Client)
 	} else {
@@ -414,6 +543,15 @@ func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
 			f.mapBytes -= bucketBytes(client)
 		}
 		return full
+	})
+	res.Buckets += f.windows.deleteIf(func(client string, w bucket.Window) bool {
+		assigned, _ := f.tiers.get(client)
+		_, p := f.config.Resolve(assigned)
+		empty := bucket.WindowEmpty(p, w, now)
+		if empty {
+			f.mapBytes -= bucketBytes(client) + bucket.WindowBytes(w)
+		}
+		return empty
 	})
 	return res
 }

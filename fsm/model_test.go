@@ -1,8 +1,11 @@
 package fsm_test
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -30,6 +33,9 @@ type modelBucket struct {
 	last   int64
 }
 
+// modelAdmission is cost a sliding window admitted at a time.
+type modelAdmission struct{ at, cost int64 }
+
 type modelSeen struct {
 	decision fsm.Decision
 	seq      int // position among all remembered decisions, from 1
@@ -44,11 +50,13 @@ type model struct {
 	tiers   map[string]bucket.Policy
 	assign  map[string]string
 	buckets map[string]*modelBucket
+	windows map[string][]modelAdmission // clients under sliding windows
 
 	window int64
 	max    int
 	seen   map[dedupKey]modelSeen
 	puts   int
+	fills  int // changes that filled a tier
 }
 
 // Tier names the driver uses. The model knows which are invalid by this list,
@@ -62,12 +70,108 @@ var (
 func newModel(def bucket.Policy, window int64, maxIDs int) *model {
 	return &model{
 		def: def, tiers: map[string]bucket.Policy{}, assign: map[string]string{},
-		buckets: map[string]*modelBucket{}, window: window, max: maxIDs, seen: map[dedupKey]modelSeen{},
+		buckets: map[string]*modelBucket{}, windows: map[string][]modelAdmission{}, window: window, max: maxIDs, seen: map[dedupKey]modelSeen{},
 	}
 }
 
 func modelValid(p bucket.Policy) bool {
-	return p.Capacity >= 1 && p.Capacity <= 1_000_000_000 && p.Rate >= 0 && p.Rate <= 1_000_000_000*1_000_000_000
+	if p.Mode > 1 || p.WhenUnavailable > 1 {
+		return false
+	}
+	switch p.Algorithm {
+	case bucket.TokenBucket:
+		return p.Capacity >= 1 && p.Capacity <= 1_000_000_000 && p.Rate >= 0 && p.Rate <= 1_000_000_000*1_000_000_000 && p.Window == 0
+	case bucket.SlidingWindow:
+		const second = 1_000_000_000
+		return p.Capacity >= 1 && p.Capacity <= 10_000 && p.Rate == 0 && p.Window >= second && p.Window <= 86_400*second && p.Window%second == 0
+	}
+	return false
+}
+
+// used is the cost client's window admitted less than p's window before
+// now: what counts against its next decision.
+func (m *model) used(client string, p bucket.Policy) int64 {
+	var u int64
+	for _, a := range m.windows[client] {
+		if m.now-a.at < p.Window {
+			u += a.cost
+		}
+	}
+	return u
+}
+
+// forget drops client's state: full bucket, empty window.
+func (m *model) forget(client string) (had bool) {
+	_, b := m.buckets[client]
+	_, w := m.windows[client]
+	delete(m.buckets, client)
+	delete(m.windows, client)
+	return b || w
+}
+
+// known reports whether the model holds state for client.
+func (m *model) known(client string) bool {
+	_, b := m.buckets[client]
+	_, w := m.windows[client]
+	return b || w
+}
+
+// changePolicies moves every client with state from the policies of
+// before to those in force now: a client whose tier was filled by the
+// change forgets its state; one whose policy changed algorithm keeps what
+// it had left (whole tokens), at most the new policy's capacity.
+func (m *model) changePolicies(before func(string) (string, bucket.Policy), filled map[string]bool) {
+	clients := map[string]bool{}
+	for c := range m.buckets {
+		clients[c] = true
+	}
+	for c := range m.windows {
+		clients[c] = true
+	}
+	for c := range clients {
+		_, from := before(c)
+		name, to := m.resolve(c)
+		if filled[name] {
+			m.forget(c)
+			continue
+		}
+		m.convert(c, from, to)
+	}
+}
+
+func (m *model) convert(c string, from, to bucket.Policy) {
+	switch {
+	case from.Algorithm == to.Algorithm:
+	case to.Algorithm == bucket.SlidingWindow:
+		if _, ok := m.buckets[c]; !ok {
+			return
+		}
+		left := floorNano(m.balance(c, from)) / 1_000_000_000
+		delete(m.buckets, c)
+		if used := to.Capacity - min(left, to.Capacity); used > 0 {
+			m.windows[c] = []modelAdmission{{m.now, used}}
+		}
+	default:
+		if _, ok := m.windows[c]; !ok {
+			return
+		}
+		left := max(0, from.Capacity-m.used(c, from))
+		delete(m.windows, c)
+		m.buckets[c] = &modelBucket{tokens: big.NewRat(min(left, to.Capacity), 1), last: m.now}
+	}
+}
+
+// snapshotResolve freezes the model's resolution as it is now.
+func (m *model) snapshotResolve() func(string) (string, bucket.Policy) {
+	def, tiers, assign := m.def, maps.Clone(m.tiers), maps.Clone(m.assign)
+	return func(c string) (string, bucket.Policy) {
+		if name := assign[c]; name != "" {
+			if p, ok := tiers[name]; ok && modelValid(p) {
+				return name, p
+			}
+		}
+		return "default", def
+	}
 }
 
 func (m *model) advance(stamp int64) { m.now = max(m.now, stamp) }
@@ -142,10 +246,83 @@ func (m *model) decide(r fsm.AllowRequest) fsm.Decision {
 		}
 	}
 	tier, p := m.resolve(r.Client)
+	d := fsm.Decision{Tier: tier, Stamp: m.now, Rate: p.Rate, RateKnown: true, Shadow: p.Mode == bucket.Shadow}
+	d.Limit = p.Capacity
+	if p.Algorithm == bucket.SlidingWindow {
+		d = m.decideWindow(r, p, d)
+	} else {
+		d = m.decideBucket(r, p, d)
+	}
+	if r.RequestID != "" {
+		m.puts++
+		m.seen[key] = modelSeen{decision: d, seq: m.puts}
+	}
+	return d
+}
+
+// decideWindow is the sliding window's definition: admissions less than W
+// old count; the request fits if they and its cost are at most the limit.
+// The client keeps only the admissions that still count.
+func (m *model) decideWindow(r fsm.AllowRequest, p bucket.Policy, d fsm.Decision) fsm.Decision {
+	var kept []modelAdmission
+	for _, a := range m.windows[r.Client] {
+		if m.now-a.at < p.Window {
+			kept = append(kept, a)
+		}
+	}
+	used := m.used(r.Client, p)
+	d.Window = p.Window
+	d.Allowed = used+r.Cost <= p.Capacity
+	if d.Allowed && r.Cost > 0 {
+		kept = append(kept, modelAdmission{m.now, r.Cost})
+		used += r.Cost
+	}
+	d.Remaining = max(0, p.Capacity-used) * 1_000_000_000
+	switch {
+	case d.Allowed:
+	case r.Cost > p.Capacity:
+		d.RetryAfter = bucket.Never
+	default:
+		// The first time at which what still counts leaves room.
+		for at := range m.expiries(kept, p) {
+			if m.usedAt(kept, p, at)+r.Cost <= p.Capacity {
+				d.RetryAfter = at - m.now
+				break
+			}
+		}
+	}
+	if len(kept) > 0 {
+		d.ResetAfter = kept[len(kept)-1].at + p.Window - m.now
+	}
+	m.windows[r.Client] = kept // kept even empty, like a bucket a peek made
+	return d
+}
+
+// expiries yields, in order, the times at which an admission of log stops
+// counting.
+func (m *model) expiries(log []modelAdmission, p bucket.Policy) func(func(int64) bool) {
+	return func(yield func(int64) bool) {
+		for _, a := range log {
+			if !yield(a.at + p.Window) {
+				return
+			}
+		}
+	}
+}
+
+func (m *model) usedAt(log []modelAdmission, p bucket.Policy, at int64) int64 {
+	var u int64
+	for _, a := range log {
+		if at-a.at < p.Window {
+			u += a.cost
+		}
+	}
+	return u
+}
+
+func (m *model) decideBucket(r fsm.AllowRequest, p bucket.Policy, d fsm.Decision) fsm.Decision {
 	tokens := m.balance(r.Client, p)
 	cost := big.NewRat(r.Cost, 1)
-	d := fsm.Decision{Tier: tier, Stamp: m.now, Rate: p.Rate, RateKnown: true}
-	d.Limit = p.Capacity
 	if tokens.Cmp(cost) >= 0 {
 		d.Allowed = true
 		tokens = new(big.Rat).Sub(tokens, cost)
@@ -155,18 +332,11 @@ func (m *model) decide(r fsm.AllowRequest) fsm.Decision {
 	d.Remaining = floorNano(tokens)
 	d.ResetAfter = waitFor(p, tokens, p.Capacity)
 	m.buckets[r.Client] = &modelBucket{tokens: tokens, last: m.now}
-	if r.RequestID != "" {
-		m.puts++
-		// At the base cluster version (the model's) the memory keeps no
-		// rate: format 2 snapshots cannot hold it.
-		kept := d
-		kept.Rate, kept.RateKnown = 0, false
-		m.seen[key] = modelSeen{decision: kept, seq: m.puts}
-	}
 	return d
 }
 
-// reclaim forgets the buckets that are full now under their client's policy.
+// reclaim forgets the buckets that are full now under their client's
+// policy, and the windows in which nothing counts any more.
 func (m *model) reclaim() int {
 	n := 0
 	for c := range m.buckets {
@@ -176,12 +346,21 @@ func (m *model) reclaim() int {
 			n++
 		}
 	}
+	for c := range m.windows {
+		_, p := m.resolve(c)
+		if m.used(c, p) == 0 {
+			delete(m.windows, c)
+			n++
+		}
+	}
 	return n
 }
 
 // configOp returns the error the FSM must refuse op with, or nil after
 // applying it.
 func (m *model) configOp(op fsm.ConfigOp) error {
+	before := m.snapshotResolve()
+	filled := map[string]bool{}
 	switch op.Kind {
 	case fsm.OpSetTier:
 		if slices.Contains(modelInvalidNames, op.Tier) {
@@ -189,6 +368,10 @@ func (m *model) configOp(op fsm.ConfigOp) error {
 		}
 		if !modelValid(op.Policy) {
 			return bucket.ErrInvalidPolicy
+		}
+		// A fill happens when a tier that was in force is raised.
+		if old, ok := m.tiers[op.Tier]; ok && modelValid(old) && op.OnRaise == bucket.Fill && op.Policy.Capacity > old.Capacity {
+			filled[op.Tier] = true
 		}
 		m.tiers[op.Tier] = op.Policy
 	case fsm.OpDeleteTier:
@@ -200,9 +383,16 @@ func (m *model) configOp(op fsm.ConfigOp) error {
 		if !modelValid(op.Policy) {
 			return bucket.ErrInvalidPolicy
 		}
+		if op.OnRaise == bucket.Fill && op.Policy.Capacity > m.def.Capacity {
+			filled["default"] = true
+		}
 		m.def = op.Policy
 	}
 	m.version++
+	if filled[op.Tier] || filled["default"] {
+		m.fills++
+	}
+	m.changePolicies(before, filled)
 	return nil
 }
 
@@ -219,7 +409,9 @@ type driver struct {
 	recent  []fsm.Command // the last commands, for failure messages
 
 	decisions, duplicates, allowed, reclaimed, refused, resets int
+	windowDecisions, shadowDecisions, restarts                 int
 	ops                                                        map[string]int
+	def                                                        bucket.Policy
 }
 
 const modelTimeLimit = int64(8e18) // stop taking huge steps before int64 nanoseconds run out
@@ -283,6 +475,43 @@ func (d *driver) stamp() int64 {
 }
 
 func (d *driver) policy(cur bucket.Policy) bucket.Policy {
+	p := d.shape(cur)
+	if d.rng.IntN(8) == 0 {
+		p.Mode = 1 - p.Mode
+	}
+	if d.rng.IntN(8) == 0 {
+		p.WhenUnavailable = 1 - p.WhenUnavailable
+	}
+	return p
+}
+
+// shape changes cur's algorithm or numbers; a policy under a sliding
+// window takes the window's rules.
+func (d *driver) shape(cur bucket.Policy) bucket.Policy {
+	const second = int64(1_000_000_000)
+	toWindow := cur.Algorithm == bucket.SlidingWindow
+	if d.rng.IntN(5) == 0 {
+		toWindow = !toWindow
+	}
+	if toWindow {
+		limits := []int64{1, 2, 3, 5, 10, 50, 100, 10_000}
+		windows := []int64{1, 2, 5, 60, 3600, 86_400}
+		if cur.Algorithm != bucket.SlidingWindow {
+			return bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: limits[d.rng.IntN(len(limits))], Window: windows[d.rng.IntN(len(windows))] * second, Mode: cur.Mode, WhenUnavailable: cur.WhenUnavailable}
+		}
+		switch d.rng.IntN(4) {
+		case 0:
+			cur.Capacity = min(cur.Capacity*2+d.rng.Int64N(3), 10_000)
+		case 1:
+			cur.Capacity = max(cur.Capacity/2, 1)
+		default:
+			cur.Window = windows[d.rng.IntN(len(windows))] * second
+		}
+		return cur
+	}
+	if cur.Algorithm == bucket.SlidingWindow {
+		cur = bucket.Policy{Capacity: cur.Capacity, Rate: bucket.Scale, Mode: cur.Mode, WhenUnavailable: cur.WhenUnavailable}
+	}
 	capacities := []int64{1, 2, 3, 5, 10, 50, 100, 1000, 1_000_000, bucket.MaxCapacity}
 	rates := []int64{0, 1, 7, 333_333_333, bucket.Scale / 2, bucket.Scale, 3 * bucket.Scale, 1000 * bucket.Scale, bucket.MaxRate}
 	switch d.rng.IntN(6) {
@@ -309,10 +538,22 @@ func (d *driver) policy(cur bucket.Policy) bucket.Policy {
 }
 
 func (d *driver) invalidPolicy() bucket.Policy {
-	return []bucket.Policy{
+	const second = int64(1_000_000_000)
+	bad := []bucket.Policy{
 		{Capacity: 0, Rate: bucket.Scale}, {Capacity: -3, Rate: 0}, {Capacity: 5, Rate: -1},
 		{Capacity: bucket.MaxCapacity + 1, Rate: 0}, {Capacity: 5, Rate: bucket.MaxRate + 1},
-	}[d.rng.IntN(5)]
+		{Capacity: 5, Rate: 1, Window: second},
+		{Algorithm: bucket.SlidingWindow, Capacity: 0, Window: second},
+		{Algorithm: bucket.SlidingWindow, Capacity: 10_001, Window: second},
+		{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: 0},
+		{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: second + 1},
+		{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: 86_401 * second},
+		{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: second, Rate: 1},
+		{Algorithm: 2, Capacity: 5, Rate: 1},
+		{Capacity: 5, Rate: 1, Mode: 2},
+		{Capacity: 5, Rate: 1, WhenUnavailable: 2},
+	}
+	return bad[d.rng.IntN(len(bad))]
 }
 
 func (d *driver) pick(names []string) string { return names[d.rng.IntN(len(names))] }
@@ -376,6 +617,12 @@ func (d *driver) allow() {
 			d.t.FailNow()
 		}
 		d.decisions++
+		if got.Window != 0 {
+			d.windowDecisions++
+		}
+		if got.Shadow {
+			d.shadowDecisions++
+		}
 		if got.Duplicate {
 			d.duplicates++
 		}
@@ -403,6 +650,9 @@ func (d *driver) configOp() {
 		op = setTierOp(d.pick(modelInvalidNames), d.policy(d.m.def))
 	default:
 		op = fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: d.invalidPolicy()}
+	}
+	if op.Kind != fsm.OpDeleteTier && d.rng.IntN(3) == 0 {
+		op.OnRaise = bucket.Fill
 	}
 	res, ok := d.apply(op).(*fsm.ConfigResult)
 	require.True(d.t, ok, d.fail("config op returned no *ConfigResult"))
@@ -432,11 +682,27 @@ func (d *driver) installConfig() {
 	if d.rng.IntN(4) == 0 {
 		cfg.Version = d.rng.Uint64N(d.m.version + 1) // not newer: ignored
 	}
+	// Fills the configuration records: some above the version in force
+	// (they fill at this install), some at or below (filled before).
+	cfg.Filled = map[string]uint64{}
+	for _, name := range append(slices.Sorted(maps.Keys(cfg.Tiers)), "default") {
+		if cfg.Version > 0 && d.rng.IntN(4) == 0 {
+			cfg.Filled[name] = 1 + d.rng.Uint64N(cfg.Version)
+		}
+	}
 	res, ok := d.apply(fsm.InstallConfig{Config: cfg}).(*fsm.ConfigResult)
 	require.True(d.t, ok, d.fail("install returned no *ConfigResult"))
 	changed := cfg.Version > d.m.version
 	if changed {
+		before := d.m.snapshotResolve()
+		filled := map[string]bool{}
+		for name, v := range cfg.Filled {
+			if v > d.m.version {
+				filled[name] = true
+			}
+		}
 		d.m.version, d.m.def, d.m.tiers = cfg.Version, cfg.Default, cfg.Tiers
+		d.m.changePolicies(before, filled)
 	}
 	assert.Equal(d.t, &fsm.ConfigResult{Version: d.m.version, Changed: changed}, res, d.fail("install v%d", cfg.Version))
 }
@@ -446,11 +712,14 @@ func (d *driver) setTier() {
 	res, ok := d.apply(s).(*fsm.SetTierResult)
 	require.True(d.t, ok, d.fail("set-tier returned no *SetTierResult"))
 	assert.Equal(d.t, d.m.assign[s.Client], res.Previous, d.fail("%+v previous", s))
+	_, from := d.m.resolve(s.Client)
 	if s.Tier == "" {
 		delete(d.m.assign, s.Client)
 	} else {
 		d.m.assign[s.Client] = s.Tier
 	}
+	_, to := d.m.resolve(s.Client)
+	d.m.convert(s.Client, from, to)
 }
 
 // resetClient forgets a client's bucket; the model drops it too, and keeps
@@ -459,9 +728,7 @@ func (d *driver) resetClient() {
 	c := fsm.ResetClient{Client: d.client()}
 	res, ok := d.apply(c).(*fsm.ResetResult)
 	require.True(d.t, ok, d.fail("reset-client returned no *ResetResult"))
-	_, had := d.m.buckets[c.Client]
-	assert.Equal(d.t, had, res.Existed, d.fail("%+v existed", c))
-	delete(d.m.buckets, c.Client)
+	assert.Equal(d.t, d.m.forget(c.Client), res.Existed, d.fail("%+v existed", c))
 	d.resets++
 }
 
@@ -480,7 +747,7 @@ func (d *driver) reclaim() {
 
 func (d *driver) checkState() {
 	buckets, assignments, _ := d.f.Stats()
-	assert.Equal(d.t, len(d.m.buckets), buckets, d.fail("bucket count"))
+	assert.Equal(d.t, len(d.m.buckets)+len(d.m.windows), buckets, d.fail("bucket and window count"))
 	assert.Equal(d.t, len(d.m.assign), assignments, d.fail("assignment count"))
 	assert.Equal(d.t, d.m.now, d.f.HighWater(), d.fail("high water"))
 	assert.Equal(d.t, d.m.version, d.f.Config().Version, d.fail("config version"))
@@ -494,8 +761,19 @@ func (d *driver) checkViews() {
 	for _, c := range d.clients {
 		v := d.f.View(c, d.m.now)
 		tier, p := d.m.resolve(c)
+		known := d.m.known(c)
+		if p.Algorithm == bucket.SlidingWindow {
+			used := d.m.used(c, p)
+			want := fsm.ClientView{Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now,
+				Decision: bucket.Decision{Allowed: used+1 <= p.Capacity, Remaining: max(0, p.Capacity-used) * bucket.Scale, Limit: p.Capacity}}
+			// The view's times are the decision's: compare them through a
+			// peek, which changes nothing.
+			peek := d.m.peekWindow(c, p)
+			want.Decision.RetryAfter, want.Decision.ResetAfter = peek.RetryAfter, peek.ResetAfter
+			assert.Equal(d.t, want, v, d.fail("View(%s)", c))
+			continue
+		}
 		tokens := d.m.balance(c, p)
-		_, known := d.m.buckets[c]
 		want := fsm.ClientView{
 			Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now,
 			Decision: bucket.Decision{
@@ -505,6 +783,43 @@ func (d *driver) checkViews() {
 		}
 		assert.Equal(d.t, want, v, d.fail("View(%s)", c))
 	}
+}
+
+// peekWindow is what a cost-1 request would get from client's window,
+// without changing the model.
+func (m *model) peekWindow(c string, p bucket.Policy) fsm.Decision {
+	saved, had := m.windows[c]
+	d := m.decideWindow(fsm.AllowRequest{Client: c, Cost: 0}, p, fsm.Decision{})
+	if had {
+		m.windows[c] = saved
+	} else {
+		delete(m.windows, c)
+	}
+	used := m.used(c, p)
+	if used+1 > p.Capacity {
+		for at := range m.expiries(saved, p) {
+			if m.usedAt(saved, p, at)+1 <= p.Capacity {
+				d.RetryAfter = at - m.now
+				break
+			}
+		}
+		if 1 > p.Capacity {
+			d.RetryAfter = bucket.Never
+		}
+	}
+	return d
+}
+
+// restart replaces the FSM with one restored from its snapshot, which must
+// encode to the same bytes: every later result then also checks the
+// snapshot held all of the state.
+func (d *driver) restart() {
+	snap := d.f.MarshalSnapshot()
+	g := newFSM(d.t, fsm.Options{Default: d.def, DedupMax: d.m.max})
+	require.NoError(d.t, g.Restore(io.NopCloser(bytes.NewReader(snap))), d.fail("restore"))
+	require.Equal(d.t, snap, g.MarshalSnapshot(), d.fail("a restored snapshot encodes differently"))
+	d.f = g
+	d.restarts++
 }
 
 // TestModel drives the FSM with random commands and checks every result
@@ -524,8 +839,11 @@ func TestModel(t *testing.T) {
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		f:   newFSM(t, fsm.Options{Default: def, DedupMax: dedupMax}),
 		m:   newModel(def, fsm.DefaultDedupWindow, dedupMax),
-		ids: map[string][]string{}, ops: map[string]int{},
+		ids: map[string][]string{}, ops: map[string]int{}, def: def,
 	}
+	// The model is of the cluster version in force today: remembered
+	// decisions keep their rates, and every policy may be used.
+	apply[*fsm.ClusterVersionResult](t, d.f, fsm.SetClusterVersion{Version: fsm.MaxClusterVersion})
 	for i := range 200 {
 		d.clients = append(d.clients, fmt.Sprintf("client-%03d", i))
 	}
@@ -546,6 +864,9 @@ func TestModel(t *testing.T) {
 		default:
 			d.reclaim()
 		}
+		if i%1000 == 999 {
+			d.restart()
+		}
 		if i%500 == 0 {
 			d.checkState()
 		}
@@ -553,13 +874,17 @@ func TestModel(t *testing.T) {
 	d.checkState()
 	d.checkViews()
 	elapsed := time.Since(start)
-	t.Logf("seed %d: %d decisions (%d allowed, %d duplicates), %d buckets reclaimed, %d config ops refused, commands %v, group time advanced %v, in %v",
-		seed, d.decisions, d.allowed, d.duplicates, d.reclaimed, d.refused, d.ops, time.Duration(d.m.now-t0), elapsed)
+	t.Logf("seed %d: %d decisions (%d allowed, %d duplicates, %d by sliding windows, %d in shadow mode), %d buckets reclaimed, %d config ops refused, %d fills, %d restarts from snapshots, commands %v, group time advanced %v, in %v",
+		seed, d.decisions, d.allowed, d.duplicates, d.windowDecisions, d.shadowDecisions, d.reclaimed, d.refused, d.m.fills, d.restarts, d.ops, time.Duration(d.m.now-t0), elapsed)
 
 	// The run must have exercised what it claims to.
 	assert.Greater(t, d.duplicates, 0, "no duplicate request ids")
 	assert.Greater(t, d.reclaimed, 0, "nothing reclaimed")
 	assert.Greater(t, d.resets, 0, "no client reset")
+	assert.Greater(t, d.windowDecisions, 1000, "few sliding-window decisions")
+	assert.Greater(t, d.shadowDecisions, 1000, "few shadow decisions")
+	assert.Greater(t, d.m.fills, 0, "no fill on raise")
+	assert.Greater(t, d.restarts, 0, "no restart from a snapshot")
 	assert.Greater(t, d.refused, 0, "no config op refused")
 	assert.Greater(t, d.allowed, 0)
 	assert.Less(t, d.allowed, d.decisions, "nothing denied")

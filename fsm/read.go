@@ -68,7 +68,8 @@ func (f *FSM) Known(client string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	_, ok := f.buckets.get(client)
-	return ok
+	_, inWindows := f.windows.get(client)
+	return ok || inWindows
 }
 
 // Remembered returns how many decisions the group remembers by request id
@@ -84,7 +85,7 @@ func (f *FSM) Remembered() (byID, byOrigin int) {
 func (f *FSM) Stats() (buckets, assignments, requestIDs int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.buckets.len(), f.tiers.len(), f.dedup.len()
+	return f.buckets.len() + f.windows.len(), f.tiers.len(), f.dedup.len()
 }
 
 // View returns client's state at max(now, high water) without changing it.
@@ -94,17 +95,18 @@ func (f *FSM) View(client string, now int64) ClientView {
 	now = max(now, f.highWater)
 	assigned, _ := f.tiers.get(client)
 	tier, p := f.config.Resolve(assigned)
+	v := ClientView{Client: client, AssignedTier: assigned, Tier: tier, Policy: p, At: now}
+	if p.Algorithm == bucket.SlidingWindow {
+		var w bucket.Window
+		w, v.Known = f.windows.get(client)
+		v.Decision = bucket.PeekWindow(p, w, now, 1)
+		return v
+	}
 	s, known := f.buckets.get(client)
 	if !known {
 		s = bucket.New(p, now)
 	}
-	return ClientView{
-		Client:       client,
-		AssignedTier: assigned,
-		Tier:         tier,
-		Policy:       p,
-		Known:        known,
-		Decision:     bucket.Peek(p, s, now, 1),
-		At:           now,
-	}
+	v.Known = known
+	v.Decision = bucket.Peek(p, s, now, 1)
+	return v
 }

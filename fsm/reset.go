@@ -7,8 +7,8 @@ import "github.com/quorate/quorate/internal/binenc"
 // not know the type.
 const TypeResetClient Type = 9
 
-// ResetClient forgets Client's bucket: its next decision finds it full, as
-// a client never seen. Its tier assignment and the decisions remembered
+// ResetClient forgets Client's bucket or window: its next decision finds
+// it full (empty), as a client never seen. Its tier assignment and the decisions remembered
 // for its request ids stay. Applying it twice is applying it once.
 type ResetClient struct {
 	Client string
@@ -30,10 +30,5 @@ type ResetResult struct {
 }
 
 func (f *FSM) applyResetClient(r ResetClient) *ResetResult {
-	if _, ok := f.buckets.get(r.Client); !ok {
-		return &ResetResult{}
-	}
-	f.buckets.delete(r.Client)
-	f.mapBytes -= bucketBytes(r.Client)
-	return &ResetResult{Existed: true}
+	return &ResetResult{Existed: f.forgetClient(r.Client)}
 }

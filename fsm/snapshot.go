@@ -25,7 +25,10 @@ import (
 // known, Decision.RateKnown false). It is written only once the cluster
 // version is above
 // BaseClusterVersion: until then a snapshot is version 2, which the
-// binaries of the release before can install. Every version is still read.
+// binaries of the release before can install. Format 3 also writes the
+// configuration with the policies and fills of cluster version 2, the
+// sliding windows after everything else, and decisions' shadow flag and
+// window. Every version is still read.
 const (
 	snapshotMagic   = "QRSNAP"
 	snapshotVersion = 3
@@ -44,6 +47,7 @@ type snapshot struct {
 	config    bucket.Config
 	tiers     frozenMap[string]
 	buckets   frozenMap[bucket.State]
+	windows   frozenMap[bucket.Window]
 	hold      *snapshotHold // nil for a decoded snapshot
 	dedup     []dedupEntry  // by request id
 	byOrigin  []dedupEntry  // by origin
@@ -69,6 +73,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		config:    f.config,
 		tiers:     f.tiers.freeze(hold),
 		buckets:   f.buckets.freeze(hold),
+		windows:   f.windows.freeze(hold),
 		hold:      hold,
 		dedup:     f.dedup.order[:len(f.dedup.order):len(f.dedup.order)],
 		byOrigin:  f.byOrigin.order[:len(f.byOrigin.order):len(f.byOrigin.order)],
@@ -130,7 +135,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	b = append(b, format)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendVarint(b, s.highWater)
-	b = appendConfig(b, s.config)
+	b = appendConfig(b, s.config, format >= 3)
 
 	b = binary.AppendUvarint(b, uint64(s.tiers.len()))
 	for _, e := range s.tiers.sorted() {
@@ -178,6 +183,18 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	if format >= 3 {
 		b = binary.AppendUvarint(b, uint64(s.clusterVersion))
 		b = binary.AppendUvarint(b, s.epochsAllocated)
+		b = binary.AppendUvarint(b, uint64(s.windows.len()))
+		for _, e := range s.windows.sorted() {
+			b = binenc.AppendString(b, e.k)
+			b = binary.AppendUvarint(b, uint64(len(e.v.Log)))
+			for _, a := range e.v.Log {
+				b = binary.AppendVarint(b, a.At)
+				b = binary.AppendUvarint(b, uint64(a.Cost))
+			}
+			if err := flush(false); err != nil {
+				return err
+			}
+		}
 	}
 	return flush(true)
 }
@@ -188,6 +205,8 @@ func (s *snapshot) writeTo(w io.Writer) error {
 const (
 	snapAllowed   = 1 << iota
 	snapRateKnown // format 3: the rate follows the origin
+	snapShadow    // format 3: a decision of a policy in shadow mode
+	snapWindow    // format 3: the window follows the rate (or the origin)
 )
 
 func appendDecision(b []byte, d Decision, format byte) []byte {
@@ -198,6 +217,13 @@ func appendDecision(b []byte, d Decision, format byte) []byte {
 	rate := format >= 3 && d.RateKnown
 	if rate {
 		flags |= snapRateKnown
+	}
+	if format >= 3 && d.Shadow {
+		flags |= snapShadow
+	}
+	window := format >= 3 && d.Window != 0
+	if window {
+		flags |= snapWindow
 	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, d.Remaining)
@@ -210,6 +236,9 @@ func appendDecision(b []byte, d Decision, format byte) []byte {
 	if rate {
 		b = binary.AppendVarint(b, d.Rate)
 	}
+	if window {
+		b = binary.AppendVarint(b, d.Window)
+	}
 	return b
 }
 
@@ -218,10 +247,10 @@ func (r *reader) decision(version byte) Decision {
 	flags := r.Byte()
 	d.Allowed = flags == snapAllowed
 	if version >= 3 {
-		if r.Err == nil && flags&^(snapAllowed|snapRateKnown) != 0 {
+		if r.Err == nil && flags&^(snapAllowed|snapRateKnown|snapShadow|snapWindow) != 0 {
 			r.Fail("remembered decision flags %#x", flags)
 		}
-		d.Allowed = flags&snapAllowed != 0
+		d.Allowed, d.Shadow = flags&snapAllowed != 0, flags&snapShadow != 0
 	}
 	d.Remaining = r.Varint()
 	d.Limit = r.Varint()
@@ -234,6 +263,9 @@ func (r *reader) decision(version byte) Decision {
 	}
 	if version >= 3 && flags&snapRateKnown != 0 {
 		d.Rate, d.RateKnown = r.Varint(), true
+	}
+	if version >= 3 && flags&snapWindow != 0 {
+		d.Window = r.Varint()
 	}
 	return d
 }
@@ -274,6 +306,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for client := range s.buckets[0] {
 		f.mapBytes += bucketBytes(client)
 	}
+	if len(s.windows) > 0 {
+		f.windows = cowMapOf(s.windows[0])
+		for client, w := range s.windows[0] {
+			f.mapBytes += bucketBytes(client) + bucket.WindowBytes(w)
+		}
+	}
 	for _, tier := range s.tiers[0] {
 		f.mapBytes += tierBytes(tier)
 	}
@@ -290,7 +328,7 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 		return nil, fmt.Errorf("%w: format version %d, this node reads 1..%d", ErrBadSnapshot, version, snapshotVersion)
 	}
 	r := &reader{binenc.Reader{B: data[len(snapshotMagic)+1:]}}
-	s := &snapshot{applied: r.Uvarint(), highWater: r.Varint(), config: r.config()}
+	s := &snapshot{applied: r.Uvarint(), highWater: r.Varint(), config: r.config(version >= 3)}
 	n := r.Count(2)
 	tiers := make(map[string]string, n)
 	s.tiers = frozenMap[string]{tiers}
@@ -340,6 +378,26 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 		}
 		s.clusterVersion = uint32(v)
 		s.epochsAllocated = r.Uvarint()
+		n = r.Count(2)
+		windows := make(map[string]bucket.Window, n)
+		s.windows = frozenMap[bucket.Window]{windows}
+		for i := uint64(0); i < n && r.Err == nil; i++ {
+			c := r.Str(MaxClientLen)
+			m := r.Count(2)
+			if r.Err == nil && m > bucket.MaxWindowLimit {
+				r.Fail("window of %q with %d admissions, at most %d", c, m, bucket.MaxWindowLimit)
+			}
+			w := bucket.Window{Log: make([]bucket.Admission, 0, m)}
+			for j := uint64(0); j < m && r.Err == nil; j++ {
+				a := bucket.Admission{At: r.Varint(), Cost: int64(min(r.Uvarint(), bucket.MaxWindowLimit+1))}
+				w.Log = append(w.Log, a)
+				w.Used += a.Cost
+			}
+			if _, dup := windows[c]; dup {
+				r.Fail("window of %q twice", c)
+			}
+			windows[c] = w
+		}
 	}
 	if r.Err == nil && len(r.B) != 0 {
 		r.Fail("%d trailing bytes", len(r.B))
@@ -374,6 +432,31 @@ func (s *snapshot) validate() error {
 			return fmt.Errorf("bucket %q: carry %d outside 0..%d", client, st.Carry, bucket.Scale-1)
 		case st.Last > s.highWater:
 			return fmt.Errorf("bucket %q: last decision at %d, after the group's time %d", client, st.Last, s.highWater)
+		case s.policyOf(client).Algorithm != bucket.TokenBucket:
+			return fmt.Errorf("bucket %q under a policy that is not a token bucket", client)
+		}
+	}
+	for client, w := range s.windowMap() {
+		_, inBuckets := s.buckets[0][client]
+		switch {
+		case client == "" || len(client) > MaxClientLen:
+			return fmt.Errorf("window of a client id of %d bytes", len(client))
+		case inBuckets:
+			return fmt.Errorf("client %q has both a bucket and a window", client)
+		case s.policyOf(client).Algorithm != bucket.SlidingWindow:
+			return fmt.Errorf("window %q under a policy that is not a sliding window", client)
+		case w.Used > bucket.MaxWindowLimit:
+			return fmt.Errorf("window %q: %d admissions of %d in all", client, len(w.Log), w.Used)
+		}
+		for i, a := range w.Log {
+			switch {
+			case a.Cost < 1:
+				return fmt.Errorf("window %q: an admission of cost %d", client, a.Cost)
+			case a.At > s.highWater:
+				return fmt.Errorf("window %q: an admission at %d, after the group's time %d", client, a.At, s.highWater)
+			case i > 0 && a.At < w.Log[i-1].At:
+				return fmt.Errorf("window %q: admissions out of order", client)
+			}
 		}
 	}
 	if err := s.validateDedup(s.dedup, false); err != nil {
@@ -391,6 +474,20 @@ func (s *snapshot) validate() error {
 		}
 	}
 	return nil
+}
+
+// policyOf is the policy client resolves to in the decoded snapshot.
+func (s *snapshot) policyOf(client string) bucket.Policy {
+	_, p := s.config.Resolve(s.tiers[0][client])
+	return p
+}
+
+// windowMap is the decoded snapshot's windows (none before format 3).
+func (s *snapshot) windowMap() map[string]bucket.Window {
+	if len(s.windows) == 0 {
+		return nil
+	}
+	return s.windows[0]
 }
 
 // validateDedup checks remembered decisions: keyed by request id, or by

@@ -113,7 +113,7 @@ func TestRememberedDecisionFormats(t *testing.T) {
 		"format 2 is the release before's, rate or not")
 
 	odd := appendDecision(nil, d, 3)
-	odd[0] |= 1 << 2
+	odd[0] |= 1 << 4
 	_, err := read(odd, 3)
 	assert.Error(t, err, "format 3: an unknown flag bit")
 }

@@ -215,6 +215,10 @@ func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.Config
 	if err := ctx.Err(); err != nil {
 		return api.ConfigChange{}, err
 	}
+	if op.Policy.Extended() || op.OnRaise != bucket.Keep {
+		// The ceiling measures the token bucket's cost and nothing else.
+		return api.ConfigChange{}, fmt.Errorf("%w: the in-memory ceiling runs token buckets in enforce mode only", bucket.ErrInvalidPolicy)
+	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
 	cur := *s.config.Load()
@@ -224,14 +228,14 @@ func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.Config
 	)
 	switch op.Kind {
 	case fsm.OpSetTier:
-		next, err = cur.WithTier(op.Tier, op.Policy)
+		next, err = cur.WithTier(op.Tier, op.Policy, bucket.Keep)
 	case fsm.OpDeleteTier:
 		var ok bool
 		if next, ok = cur.WithoutTier(op.Tier); !ok {
 			err = fmt.Errorf("%w: %q", fsm.ErrNoSuchTier, op.Tier)
 		}
 	case fsm.OpSetDefault:
-		next, err = cur.WithDefault(op.Policy)
+		next, err = cur.WithDefault(op.Policy, bucket.Keep)
 	default:
 		err = fmt.Errorf("ceiling: unknown configuration operation %d", op.Kind)
 	}
