@@ -38,8 +38,8 @@ const maxSFInteger = 999_999_999_999_999
 //
 // The last two are the structured fields of
 // draft-ietf-httpapi-ratelimit-headers-11, the tier a quoted string with "
-// and \ escaped. w is left out when RefillPerSecond is 0 or empty (not
-// known), t when the bucket never refills. A tier with a byte outside
+// and \ escaped. w is a sliding window's WindowSeconds; for a token
+// bucket it is left out when RefillPerSecond is 0 or empty (not known), t when the bucket never refills. A tier with a byte outside
 // printable ASCII (which the server's tier names never have) cannot be a
 // structured-field string, and the answer then carries neither field.
 //
@@ -112,11 +112,14 @@ func (r *AllowResponse) SetHeaders(h http.Header) {
 	set(keyRateLimit, 5, fields)
 }
 
-// refillSeconds is how long the policy takes to refill an empty bucket, in
-// whole seconds rounded up: Limit tokens at RefillPerSecond. It reports
-// false when the rate is 0 or not known (or not a rate, or the limit not a
-// capacity).
+// refillSeconds is the draft's w: a sliding window's WindowSeconds, or how
+// long a token bucket takes to refill from empty, in whole seconds rounded
+// up: Limit tokens at RefillPerSecond. It reports false when the rate is 0
+// or not known (or not a rate, or the limit not a capacity).
 func (r *AllowResponse) refillSeconds() (int64, bool) {
+	if r.WindowSeconds > 0 {
+		return min(r.WindowSeconds, maxSFInteger), true
+	}
 	if r.RefillPerSecond == "" || r.Limit < 0 || r.Limit > bucket.MaxCapacity {
 		return 0, false
 	}

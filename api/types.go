@@ -64,6 +64,10 @@ type AllowResponse struct {
 	// between nodes, or a duplicate remembered, while the cluster runs at
 	// the version of v0.14.0.
 	RefillPerSecond json.Number `json:"refill_per_second,omitempty"`
+	// WindowSeconds is the window of the sliding window that decided
+	// (absent when a token bucket decided): Limit is then the most cost
+	// admitted in any WindowSeconds, and Remaining what is left of it now.
+	WindowSeconds int64 `json:"window_seconds,omitempty"`
 	// Duplicate reports that this is the original decision for a request id
 	// seen before; nothing was taken this time.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -72,11 +76,35 @@ type AllowResponse struct {
 	// most ids it may): if this call retries an earlier one, that one may
 	// have been decided too.
 	MaybeDuplicate bool `json:"maybe_duplicate,omitempty"`
-	// Degraded reports an answer the cluster did not decide: the Go client
-	// sets it when it answers by itself because no node could decide, and
-	// the server will for tiers with when_unavailable allow. The server
-	// never sets it yet.
+	// Degraded reports an answer the cluster did not decide: the server
+	// sets it when the client's group could not decide in time and its
+	// tier says "when_unavailable": "allow", and the Go client when it
+	// answers by itself because no node could decide. Allowed is then true
+	// and Remaining 0: nothing about the bucket is known.
 	Degraded bool `json:"degraded,omitempty"`
+	// Shadow reports a decision of a tier in shadow mode: it was made and
+	// recorded exactly as if enforced, Allowed is true whatever it was, and
+	// WouldAllow says what enforcing would have answered (the other fields
+	// are those of that decision).
+	Shadow     bool  `json:"shadow,omitempty"`
+	WouldAllow *bool `json:"would_allow,omitempty"`
+}
+
+// Shared values of AllowResponse.WouldAllow, so that setting it allocates
+// nothing.
+var (
+	wouldAllowTrue  = true
+	wouldAllowFalse = false
+)
+
+// SetShadow marks r as a shadow decision whose enforced answer was
+// wouldAllow, and answers it allowed.
+func (r *AllowResponse) SetShadow(wouldAllow bool) {
+	r.Shadow, r.Allowed = true, true
+	r.WouldAllow = &wouldAllowFalse
+	if wouldAllow {
+		r.WouldAllow = &wouldAllowTrue
+	}
 }
 
 // BatchRequest is the body of POST /v1/allow/batch.
@@ -89,22 +117,60 @@ type BatchResponse struct {
 	Results []AllowResponse `json:"results"`
 }
 
-// Policy is a policy on the wire. RefillPerSecond is an exact decimal
-// number of tokens per second (at most 9 decimal places), written as a JSON
-// number.
+// Policy is a policy on the wire: a token bucket {"algorithm":
+// "token_bucket", "capacity": C, "refill_per_second": R} (the algorithm
+// may be left out) or a sliding window {"algorithm": "sliding_window",
+// "limit": N, "window_seconds": W}, either with "mode" ("enforce", the
+// default, or "shadow") and "when_unavailable" ("deny", the default, or
+// "allow"). RefillPerSecond is an exact decimal number of tokens per second
+// (at most 9 decimal places), written as a JSON number. The server writes
+// every member that applies.
 type Policy struct {
-	Capacity        int64       `json:"capacity"`
-	RefillPerSecond json.Number `json:"refill_per_second"`
+	Algorithm       string      `json:"algorithm,omitempty"`
+	Capacity        int64       `json:"capacity,omitempty"`
+	RefillPerSecond json.Number `json:"refill_per_second,omitempty"`
+	Limit           int64       `json:"limit,omitempty"`
+	WindowSeconds   int64       `json:"window_seconds,omitempty"`
+	Mode            string      `json:"mode,omitempty"`
+	WhenUnavailable string      `json:"when_unavailable,omitempty"`
 }
 
 // PolicyToJSON renders p for the wire.
 func PolicyToJSON(p bucket.Policy) Policy {
-	return Policy{Capacity: p.Capacity, RefillPerSecond: json.Number(bucket.FormatRate(p.Rate))}
+	s := bucket.SpecOf(p)
+	out := Policy{Algorithm: s.Algorithm, Mode: s.Mode, WhenUnavailable: s.WhenUnavailable}
+	if p.Algorithm == bucket.SlidingWindow {
+		out.Limit, out.WindowSeconds = p.Capacity, p.Window/bucket.Second
+	} else {
+		out.Capacity, out.RefillPerSecond = p.Capacity, json.Number(s.RefillPerSecond)
+	}
+	return out
 }
 
 // Bucket converts p back to a bucket.Policy and validates it.
 func (p Policy) Bucket() (bucket.Policy, error) {
-	return bucket.ParsePolicy(strconv.FormatInt(p.Capacity, 10), p.RefillPerSecond.String())
+	return p.spec().Parse()
+}
+
+func (p Policy) spec() bucket.Spec {
+	whole := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return bucket.Spec{Algorithm: p.Algorithm, Capacity: whole(p.Capacity), RefillPerSecond: p.RefillPerSecond.String(),
+		Limit: whole(p.Limit), WindowSeconds: whole(p.WindowSeconds), Mode: p.Mode, WhenUnavailable: p.WhenUnavailable}
+}
+
+// PolicyChange is the body of PUT /v1/tiers/{tier} and PUT /v1/default: a
+// Policy and, optionally, what a raise does to the clients already under
+// it: "keep" (the default: balances stay, a raise gifts nothing) or "fill"
+// (a change that raises the capacity or limit refills every client of the
+// tier to it, once, at the change).
+type PolicyChange struct {
+	Policy
+	OnRaise string `json:"on_raise,omitempty"`
 }
 
 // TiersResponse answers GET /v1/tiers.

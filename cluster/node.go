@@ -395,6 +395,19 @@ func (n *Node) onServingMeta(g *raftgroup.Group) {
 		n.triggerReconcile()
 		return
 	}
+	if n.opts.Initial.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
+		// A --config file with the policies of cluster version 2 needs the
+		// meta group there first, which every member of a new cluster of
+		// this release supports.
+		if v, by := n.supportedClusterVersion(); v < fsm.ClusterVersionPolicies {
+			n.logger.Error("the configuration uses policies a member cannot run; not seeded", "member", by, "cluster_version", v)
+			return
+		}
+		n.applyClusterVersion(g, fsm.ClusterVersionPolicies, "the cluster version moved up to seed the configuration")
+		if g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
+			return // retried at the next election, as a failed seed is
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
@@ -486,6 +499,12 @@ func (n *Node) reconcile() {
 	var wg sync.WaitGroup
 	for _, g := range lagging {
 		if g.FSM.Config().Version >= want.Version {
+			continue
+		}
+		if want.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
+			// Its replicas may run a binary that cannot read the entry;
+			// raiseClusterVersion moves the group up first.
+			n.logger.Debug("config reconcile waits for the group's cluster version", "group", g.ID, "version", want.Version)
 			continue
 		}
 		wg.Add(1)

@@ -291,8 +291,8 @@ func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
 	if err := fsm.Validate(fsm.ResetClient{Client: client}); err != nil {
 		return false, err
 	}
-	if n.ClusterVersion() < fsm.ClusterVersionOriginsAlways {
-		return false, fmt.Errorf("%w: reset needs cluster version %d, the cluster is at %d", ErrClusterVersion, fsm.ClusterVersionOriginsAlways, n.ClusterVersion())
+	if n.ClusterVersion() < fsm.ClusterVersionPolicies {
+		return false, fmt.Errorf("%w: reset needs cluster version %d, the cluster is at %d", ErrClusterVersion, fsm.ClusterVersionPolicies, n.ClusterVersion())
 	}
 	g := n.groupFor(client)
 	var existed bool
@@ -309,7 +309,7 @@ func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
 // version again on its own replica: the leader proposes only what every
 // replica of the group can apply.
 func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client string) (bool, error) {
-	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionOriginsAlways {
+	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionPolicies {
 		return false, fmt.Errorf("%w: group %s is at cluster version %d", ErrClusterVersion, g.ID, v)
 	}
 	res, err := g.ApplyLocal(ctx, fsm.ResetClient{Client: client})
@@ -326,8 +326,15 @@ func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client string
 // ChangeConfig commits op in the meta group and then waits, for most of what
 // is left of ctx, until every data group has applied the new version. Groups
 // that have not by then are reported as lagging; they apply it when they can.
+//
+// A policy of cluster version 2 or a fill (fsm.TypeConfigOpPolicies) is
+// refused with ErrClusterVersion until the cluster is there, here and on
+// the meta leader against its own replica.
 func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := validateOp(op); err != nil {
+		return api.ConfigChange{}, err
+	}
+	if err := opNeedsVersion(op, n.ClusterVersion()); err != nil {
 		return api.ConfigChange{}, err
 	}
 	var cc api.ConfigChange
@@ -344,6 +351,9 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigCha
 // changeConfigLocal is ChangeConfig on the meta group's leader.
 func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := validateOp(op); err != nil { // a peer's op is checked like a caller's
+		return api.ConfigChange{}, err
+	}
+	if err := opNeedsVersion(op, n.meta.FSM.ClusterVersion()); err != nil {
 		return api.ConfigChange{}, err
 	}
 	if cfg := n.meta.FSM.Config(); op.Kind == fsm.OpSetTier && len(cfg.Tiers) >= bucket.MaxTiers {
@@ -384,6 +394,29 @@ func (n *Node) pushConfig() {
 			}
 		}()
 	}
+}
+
+// PolicyOf returns the tier and policy client is decided by, as this
+// node's replicas know them without asking anyone: from its group's
+// replica here (whose assignment and configuration may lag the leader's)
+// if it has a configuration, else the default policy of the meta group's
+// replica. The HTTP API uses it only to answer for a group that cannot
+// decide (when_unavailable).
+func (n *Node) PolicyOf(client string) (string, bucket.Policy) {
+	if tier, p, v := n.groupFor(client).FSM.Resolve(client); v > 0 {
+		return tier, p
+	}
+	return bucket.DefaultTierName, n.meta.FSM.Config().Default
+}
+
+// opNeedsVersion refuses op if it is of a type cluster version v may not
+// commit.
+func opNeedsVersion(op fsm.ConfigOp, v uint32) error {
+	if op.Type() == fsm.TypeConfigOpPolicies && v < fsm.ClusterVersionPolicies {
+		return fmt.Errorf("%w: sliding windows, shadow mode, when_unavailable and on_raise need cluster version %d, the cluster is at %d",
+			ErrClusterVersion, fsm.ClusterVersionPolicies, v)
+	}
+	return nil
 }
 
 func validateOp(op fsm.ConfigOp) error {

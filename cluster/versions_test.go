@@ -190,3 +190,40 @@ func TestResetClientNeedsClusterVersion2(t *testing.T) {
 		assert.Equal(t, "pro", d.Tier, "the tier assignment stays")
 	}
 }
+
+// The policies of cluster version 2 and fills are new entry types: at
+// version 1 a change using them is refused, appending nothing, while a
+// plain token bucket is still taken; from version 2 both are.
+func TestNewPoliciesNeedClusterVersion2(t *testing.T) {
+	window := bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: 60 * bucket.Second}
+	fill := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 20}, OnRaise: bucket.Fill}
+	for _, version := range []uint32{fsm.BaseClusterVersion, fsm.ClusterVersionPolicies} {
+		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = version })
+		require.Eventually(t, func() bool { return n.ClusterVersion() == version }, 10*time.Second, 5*time.Millisecond)
+		setTier(t, n, "pro", 10, 0)
+		applied := n.meta.Raft.AppliedIndex()
+		_, errWindow := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "w", Policy: window})
+		_, errFill := n.ChangeConfig(ctx(t), fill)
+		if version < fsm.ClusterVersionPolicies {
+			assert.ErrorIs(t, errWindow, ErrClusterVersion)
+			assert.ErrorIs(t, errFill, ErrClusterVersion)
+			assert.Equal(t, applied, n.meta.Raft.AppliedIndex(), "nothing appended")
+			continue
+		}
+		require.NoError(t, errWindow)
+		require.NoError(t, errFill)
+		d := allowOne(t, n, "w-client", 1)
+		assert.True(t, d.Allowed)
+		cfg := n.meta.FSM.Config()
+		assert.Equal(t, window, cfg.Tiers["w"])
+		assert.Equal(t, cfg.Version, cfg.Filled["pro"], "the raise was recorded as a fill")
+		require.Eventually(t, func() bool {
+			for _, g := range n.groups {
+				if !g.FSM.Config().Equal(cfg) {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 5*time.Millisecond, "every data group installs the configuration, fills included")
+	}
+}

@@ -35,6 +35,17 @@ func (f *FSM) Config() bucket.Config {
 	return f.config
 }
 
+// Resolve returns the tier and policy client is decided by in this
+// replica's state, and the configuration version they come from (0: the
+// replica has no configuration yet).
+func (f *FSM) Resolve(client string) (string, bucket.Policy, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	assigned, _ := f.tiers.get(client)
+	tier, p := f.config.Resolve(assigned)
+	return tier, p, f.config.Version
+}
+
 // ConfigVersion returns the version of the configuration in force (0
 // until one is installed), without taking the FSM's lock.
 func (f *FSM) ConfigVersion() uint64 { return f.version.Load() }

@@ -29,6 +29,13 @@ const (
 	// format 3 holds and format 2 cannot. Leaders send forwarded decisions
 	// with their rates (cluster/peerrpc), which v0.14.0 cannot read.
 	ClusterVersionOriginsAlways uint32 = 2
+	// ClusterVersionPolicies is the same version, for what else it brings
+	// (one release introduced both): policies beyond v0.14.0's token bucket
+	// (sliding windows, shadow mode, when_unavailable) and fill on raise,
+	// in entries of TypeConfigOpPolicies and TypeInstallConfigPolicies, in
+	// format 3 snapshots and in forwarded decisions; and the reset of a
+	// client (TypeResetClient).
+	ClusterVersionPolicies = ClusterVersionOriginsAlways
 
 	// MaxClusterVersion is the highest cluster version this binary can run.
 	MaxClusterVersion = ClusterVersionOriginsAlways

@@ -41,7 +41,9 @@ const (
 	wireDuplicate
 	wireMaybeDuplicate
 	wireUnresolved
-	wireRate // the decision's rate follows its origin
+	wireRate   // the decision's rate follows its origin
+	wireShadow // cluster version 2: a decision of a policy in shadow mode
+	wireWindow // cluster version 2: the window follows the rate (or the origin)
 )
 
 // AppendAllowReq appends req in the binary format to b.
@@ -92,11 +94,13 @@ func DecodeAllowReq(data []byte) (AllowReq, error) {
 	return req, wireErr(r)
 }
 
-// AppendAllowResp appends resp in the binary format to b. With rates, each
-// decision that knows its rate carries it; without, the bytes are exactly
-// what v0.14.0 writes and reads, and no decision has a rate. rates must be
-// false until the cluster version is fsm.ClusterVersionOriginsAlways.
-func AppendAllowResp(b []byte, resp AllowResp, rates bool) []byte {
+// AppendAllowResp appends resp in the binary format to b. With v2, each
+// decision that knows its rate carries it, and a decision of a shadow
+// policy or a sliding window says so; without, the bytes are exactly what
+// v0.14.0 writes and reads, and no decision has a rate (nor can it be of a
+// policy v0.14.0 does not know). v2 must be false until the cluster
+// version is fsm.ClusterVersionOriginsAlways.
+func AppendAllowResp(b []byte, resp AllowResp, v2 bool) []byte {
 	b = append(b, allowWireVersion)
 	b = binary.AppendUvarint(b, uint64(len(resp.Items)))
 	for _, it := range resp.Items {
@@ -109,10 +113,16 @@ func AppendAllowResp(b []byte, resp AllowResp, rates bool) []byte {
 		b = append(b, 0)
 		b = binary.AppendUvarint(b, uint64(len(it.Decisions)))
 		for _, d := range it.Decisions {
-			rate := rates && d.RateKnown
+			rate, window := v2 && d.RateKnown, v2 && d.Window != 0
 			f := decisionFlags(d)
 			if rate {
 				f |= wireRate
+			}
+			if window {
+				f |= wireWindow
+			}
+			if v2 && d.Shadow {
+				f |= wireShadow
 			}
 			b = append(b, f)
 			b = binary.AppendVarint(b, d.Remaining)
@@ -124,6 +134,9 @@ func AppendAllowResp(b []byte, resp AllowResp, rates bool) []byte {
 			b = binary.AppendUvarint(b, d.Origin)
 			if rate {
 				b = binary.AppendVarint(b, d.Rate)
+			}
+			if window {
+				b = binary.AppendVarint(b, d.Window)
 			}
 		}
 	}
@@ -147,7 +160,7 @@ func decisionFlags(d fsm.Decision) byte {
 	return f
 }
 
-// DecodeAllowResp reads an answer, with or without rates.
+// DecodeAllowResp reads an answer, of either format.
 func DecodeAllowResp(data []byte) (AllowResp, error) {
 	r := &binenc.Reader{B: data}
 	if v := r.Byte(); r.Err == nil && v != allowWireVersion {
@@ -171,10 +184,17 @@ func DecodeAllowResp(data []byte) (AllowResp, error) {
 				d.RetryAfter, d.ResetAfter = r.Varint(), r.Varint()
 				d.Tier = r.Str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
 				d.Stamp, d.Origin = r.Varint(), r.Uvarint()
+				d.Shadow = f&wireShadow != 0
 				if f&wireRate != 0 {
 					d.Rate, d.RateKnown = r.Varint(), true
 					if r.Err == nil && (d.Rate < 0 || d.Rate > bucket.MaxRate) {
 						r.Fail("refill rate %d", d.Rate)
+					}
+				}
+				if f&wireWindow != 0 {
+					d.Window = r.Varint()
+					if r.Err == nil && (d.Window < bucket.Second || d.Window > bucket.MaxWindowSeconds*bucket.Second) {
+						r.Fail("window %d", d.Window)
 					}
 				}
 				it.Decisions = append(it.Decisions, d)

@@ -2,6 +2,7 @@ package peerrpc
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/quorate/quorate/bucket"
@@ -13,33 +14,49 @@ import (
 // or bucket's structs, so that renaming one of their fields cannot change
 // the protocol between nodes.
 
+// wirePolicy is a bucket.Policy. The members after the rate are those of
+// cluster version 2, left out when zero, so that a policy v0.14.0 can say
+// travels in the bytes v0.14.0 writes; a node sends the others only once
+// the cluster version allows such policies, when no v0.14.0 node is left to
+// drop them.
 type wirePolicy struct {
-	Capacity int64 `json:"capacity"`
-	Rate     int64 `json:"rate_nanotokens_per_second"`
+	Capacity        int64 `json:"capacity"`
+	Rate            int64 `json:"rate_nanotokens_per_second"`
+	Algorithm       uint8 `json:"algorithm,omitempty"`
+	Window          int64 `json:"window_ns,omitempty"`
+	Mode            uint8 `json:"mode,omitempty"`
+	WhenUnavailable uint8 `json:"when_unavailable,omitempty"`
 }
 
-func toWirePolicy(p bucket.Policy) wirePolicy { return wirePolicy{Capacity: p.Capacity, Rate: p.Rate} }
-func (w wirePolicy) policy() bucket.Policy    { return bucket.Policy{Capacity: w.Capacity, Rate: w.Rate} }
+func toWirePolicy(p bucket.Policy) wirePolicy {
+	return wirePolicy{Capacity: p.Capacity, Rate: p.Rate, Algorithm: uint8(p.Algorithm), Window: p.Window, Mode: uint8(p.Mode), WhenUnavailable: uint8(p.WhenUnavailable)}
+}
+
+func (w wirePolicy) policy() bucket.Policy {
+	return bucket.Policy{Capacity: w.Capacity, Rate: w.Rate, Algorithm: bucket.Algorithm(w.Algorithm), Window: w.Window,
+		Mode: bucket.Mode(w.Mode), WhenUnavailable: bucket.Unavailable(w.WhenUnavailable)}
+}
 
 // WireConfigOp is an fsm.ConfigOp (POST /internal/config-op).
 type WireConfigOp struct {
-	Kind   string     `json:"kind"` // see opKinds
-	Tier   string     `json:"tier,omitempty"`
-	Policy wirePolicy `json:"policy"`
+	Kind    string     `json:"kind"` // see opKinds
+	Tier    string     `json:"tier,omitempty"`
+	Policy  wirePolicy `json:"policy"`
+	OnRaise uint8      `json:"on_raise,omitempty"` // cluster version 2
 }
 
 var opKinds = map[fsm.ConfigOpKind]string{fsm.OpSetTier: "set_tier", fsm.OpDeleteTier: "delete_tier", fsm.OpSetDefault: "set_default"}
 
 // ToWireConfigOp is op as it travels.
 func ToWireConfigOp(op fsm.ConfigOp) WireConfigOp {
-	return WireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy)}
+	return WireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy), OnRaise: uint8(op.OnRaise)}
 }
 
 // Op is the operation w carries, refused if its kind is unknown.
 func (w WireConfigOp) Op() (fsm.ConfigOp, error) {
 	for k, name := range opKinds {
 		if name == w.Kind {
-			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy()}, nil
+			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy(), OnRaise: bucket.OnRaise(w.OnRaise)}, nil
 		}
 	}
 	return fsm.ConfigOp{}, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, w.Kind)
@@ -50,6 +67,7 @@ type WireConfig struct {
 	Version uint64                `json:"version"`
 	Default wirePolicy            `json:"default"`
 	Tiers   map[string]wirePolicy `json:"tiers"`
+	Filled  map[string]uint64     `json:"filled,omitempty"` // cluster version 2
 }
 
 // ToWireConfig is c as it travels.
@@ -57,6 +75,9 @@ func ToWireConfig(c bucket.Config) WireConfig {
 	w := WireConfig{Version: c.Version, Default: toWirePolicy(c.Default), Tiers: make(map[string]wirePolicy, len(c.Tiers))}
 	for name, p := range c.Tiers {
 		w.Tiers[name] = toWirePolicy(p)
+	}
+	if len(c.Filled) > 0 {
+		w.Filled = maps.Clone(c.Filled)
 	}
 	return w
 }
@@ -66,6 +87,9 @@ func (w WireConfig) Config() bucket.Config {
 	c := bucket.Config{Version: w.Version, Default: w.Default.policy(), Tiers: make(map[string]bucket.Policy, len(w.Tiers))}
 	for name, p := range w.Tiers {
 		c.Tiers[name] = p.policy()
+	}
+	if len(w.Filled) > 0 {
+		c.Filled = maps.Clone(w.Filled)
 	}
 	return c
 }

@@ -37,6 +37,7 @@ func TestAllowWireRoundTrips(t *testing.T) {
 			{Decision: bucket.Decision{Allowed: true, Limit: 2, ResetAfter: -1}, Tier: "default", Stamp: 78, RateKnown: true}, // rate 0, known
 			{Decision: bucket.Decision{Limit: 3}, Tier: "big", Stamp: 78, Rate: bucket.MaxRate, RateKnown: true},
 			{Unresolved: true, Stamp: 79},
+			{Decision: bucket.Decision{Limit: 10, RetryAfter: 5}, Tier: "minute", Stamp: 80, RateKnown: true, Window: 60 * bucket.Second, Shadow: true},
 		}},
 		{Error: &Error{Code: "outcome_unknown", Message: "lost"}},
 		{Decisions: []fsm.Decision{}},
@@ -50,7 +51,8 @@ func TestAllowWireRoundTrips(t *testing.T) {
 	assert.Equal(t, withoutRates(resp), gotResp, "without rates every decision is one whose rate is not known")
 }
 
-// withoutRates is resp with no decision knowing its rate.
+// withoutRates is resp with no decision knowing its rate, window or
+// shadow mode: what the format of cluster version 1 carries.
 func withoutRates(resp AllowResp) AllowResp {
 	out := AllowResp{Items: make([]AllowResult, len(resp.Items))}
 	for i, it := range resp.Items {
@@ -58,7 +60,7 @@ func withoutRates(resp AllowResp) AllowResp {
 		if it.Decisions != nil {
 			out.Items[i].Decisions = make([]fsm.Decision, len(it.Decisions))
 			for j, d := range it.Decisions {
-				d.Rate, d.RateKnown = 0, false
+				d.Rate, d.RateKnown, d.Window, d.Shadow = 0, false, 0, false
 				out.Items[i].Decisions[j] = d
 			}
 		}

@@ -274,6 +274,16 @@ func (s *Service) Routes() cluster.Routes {
 }
 
 // RoutesVersion is 0: the routes never change.
+// PolicyOf is the policy client is decided by: the ceiling never fails
+// to decide, so the HTTP API never asks.
+func (s *Service) PolicyOf(client string) (string, bucket.Policy) {
+	sh := s.shardOf(client)
+	sh.mu.Lock()
+	assigned := sh.tiers[client]
+	sh.mu.Unlock()
+	return s.config.Load().Resolve(assigned)
+}
+
 func (s *Service) RoutesVersion() uint64 { return 0 }
 
 // dedupKey is a request id scoped to its client.

@@ -125,11 +125,12 @@ func (s *Server) putDefault(ctx context.Context, w http.ResponseWriter, r *http.
 }
 
 func (s *Server) changePolicy(ctx context.Context, w http.ResponseWriter, r *http.Request, kind fsm.ConfigOpKind, tier string) error {
-	p, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodePolicy)
+	op, err := readAndDecode(s, r, s.opts.MaxBodyBytes, decodePolicy)
 	if err != nil {
 		return err
 	}
-	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: kind, Tier: tier, Policy: p})
+	op.Kind, op.Tier = kind, tier
+	cc, err := s.svc.ChangeConfig(ctx, op)
 	if err != nil {
 		return err
 	}

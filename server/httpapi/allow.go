@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -43,12 +45,14 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ds, err := s.decide(ctx, []fsm.AllowRequest{req})
-	if err != nil {
+	var one [1]api.AllowResponse
+	if err := s.decide(ctx, []fsm.AllowRequest{req}, one[:]); err != nil {
 		return err
 	}
-	out := s.allowResponse(ds[0])
-	out.SetHeaders(w.Header())
+	out := one[0]
+	if !out.Degraded { // a degraded answer knows nothing of the bucket
+		out.SetHeaders(w.Header())
+	}
 	s.setRoutesVersion(w.Header())
 	status := http.StatusOK
 	if !out.Allowed {
@@ -69,19 +73,18 @@ func (s *Server) allowBatch(ctx context.Context, w http.ResponseWriter, r *http.
 		return err
 	}
 	s.metrics.batch.Observe(float64(len(reqs)))
-	ds, err := s.decide(ctx, reqs)
-	if err != nil {
+	answers := make([]api.AllowResponse, len(reqs))
+	if err := s.decide(ctx, reqs, answers); err != nil {
 		return err
 	}
 	s.setRoutesVersion(w.Header())
 	bp := s.bufs.get()
 	b := append(*bp, `{"results":[`...)
-	for i, d := range ds {
+	for i := range answers {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		out := s.allowResponse(d)
-		b = appendAllowJSON(b, &out)
+		b = appendAllowJSON(b, &answers[i])
 	}
 	*bp = append(b, "]}\n"...)
 	s.writeEncoded(w, http.StatusOK, bp)
@@ -93,19 +96,65 @@ func (s *Server) decodeBatch(body []byte) ([]fsm.AllowRequest, error) {
 	return decodeBatch(body, s.opts.MaxBatch)
 }
 
-// decide calls the Service, times it and counts the decisions.
-func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+// decide calls the Service, times it, writes its answers into out (one
+// per request) and counts them. When the groups cannot decide in time, it
+// answers for tiers that say so instead (see degrade).
+func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest, out []api.AllowResponse) error {
 	start := time.Now()
 	ds, err := s.svc.Allow(ctx, reqs)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return nil, err
+	switch {
+	case err != nil:
+		if !s.degrade(reqs, err, out) {
+			return err
+		}
+	case len(ds) != len(reqs):
+		return fmt.Errorf("httpapi: service answered %d decisions for %d requests", len(ds), len(reqs))
+	default:
+		for i, d := range ds {
+			out[i] = s.allowResponse(d)
+		}
 	}
-	if len(ds) != len(reqs) {
-		return nil, fmt.Errorf("httpapi: service answered %d decisions for %d requests", len(ds), len(reqs))
+	s.metrics.observeAnswers(out)
+	return nil
+}
+
+// degrade answers reqs in out without a decision, and reports true, when
+// err says their groups could not decide in time (unavailable, timeout,
+// outcome unknown) and the tier of every request, as this node knows it
+// (Service.PolicyOf), has "when_unavailable": "allow": each is allowed,
+// marked degraded. A batch with a request of a tier that denies gets the
+// error, as a whole.
+func (s *Server) degrade(reqs []fsm.AllowRequest, err error, out []api.AllowResponse) bool {
+	if !undecided(err) {
+		return false
 	}
-	s.metrics.observeDecisions(ds)
-	return ds, nil
+	now := time.Now().UnixNano()
+	for i, r := range reqs {
+		tier, p := s.svc.PolicyOf(r.Client)
+		if p.WhenUnavailable != bucket.AllowDegraded {
+			return false
+		}
+		out[i] = api.AllowResponse{Allowed: true, Degraded: true, Limit: p.Capacity, Tier: tier, StampUnixNano: now, WindowSeconds: p.Window / bucket.Second}
+		if p.Algorithm == bucket.TokenBucket {
+			out[i].RefillPerSecond = s.rates.get(p.Rate)
+		}
+	}
+	return true
+}
+
+// undecided reports whether err means the cluster could not decide in
+// time: no leader or quorum, or the deadline passed with the outcome
+// unknown.
+func undecided(err error) bool {
+	if e, ok := cluster.Classify(err); ok {
+		switch e.Code() {
+		case api.CodeUnavailable, api.CodeTimeout, api.CodeOutcomeUnknown:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // allowResponse is d as the API answers it.
@@ -121,9 +170,13 @@ func (s *Server) allowResponse(d fsm.Decision) api.AllowResponse {
 		Duplicate:     d.Duplicate,
 
 		MaybeDuplicate: d.MaybeDuplicate,
+		WindowSeconds:  d.Window / bucket.Second,
 	}
-	if d.RateKnown {
+	if d.RateKnown && d.Window == 0 {
 		out.RefillPerSecond = s.rates.get(d.Rate)
+	}
+	if d.Shadow {
+		out.SetShadow(d.Allowed)
 	}
 	return out
 }

@@ -42,8 +42,8 @@ func TestClientRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, api.TiersResponse{
 		Version: 2,
-		Default: api.Policy{Capacity: 3, RefillPerSecond: "2"},
-		Tiers:   map[string]api.Policy{"free": {Capacity: 5, RefillPerSecond: "0.25"}},
+		Default: tokenBucketJSON(3, "2"),
+		Tiers:   map[string]api.Policy{"free": tokenBucketJSON(5, "0.25")},
 	}, tiers)
 	p, err := tiers.Tiers["free"].Bucket()
 	require.NoError(t, err)

@@ -239,48 +239,54 @@ func decodeBatchStream(body []byte, max int) ([]fsm.AllowRequest, error) {
 	return reqs, nil
 }
 
-// decodePolicy parses a policy body {"capacity": N, "refill_per_second": R}.
-// Both members are required; their literals are parsed by
-// bucket.ParsePolicy, whose messages name the field.
-func decodePolicy(body []byte) (bucket.Policy, error) {
-	var capLit, rateLit string
+// decodePolicy parses the body of PUT /v1/tiers/{tier} and PUT
+// /v1/default (api.PolicyChange): a policy, and on_raise. Numbers are kept
+// as their literals and parsed by bucket.Spec.Parse, whose messages name
+// the member.
+func decodePolicy(body []byte) (fsm.ConfigOp, error) {
+	var spec bucket.Spec
+	var onRaise string
+	numbers := map[string]*string{
+		"capacity": &spec.Capacity, "refill_per_second": &spec.RefillPerSecond,
+		"limit": &spec.Limit, "window_seconds": &spec.WindowSeconds,
+	}
+	words := map[string]*string{
+		"algorithm": &spec.Algorithm, "mode": &spec.Mode, "when_unavailable": &spec.WhenUnavailable, "on_raise": &onRaise,
+	}
 	err := decodeBody(body, func(dec *json.Decoder, name string) error {
-		var dst *string
-		switch name {
-		case "capacity":
-			dst = &capLit
-		case "refill_per_second":
-			dst = &rateLit
-		default:
+		num, word := numbers[name], words[name]
+		if num == nil && word == nil {
 			return errUnknownMember
 		}
 		raw, err := rawValue(dec, name)
-		if err != nil {
+		if err != nil || isNull(raw) {
 			return err
 		}
-		if isNull(raw) {
+		if num != nil {
+			if !isNumber(raw) {
+				return badRequest(api.CodeInvalidPolicy, "%s must be a number, got %s", name, kind(raw))
+			}
+			*num = string(raw)
 			return nil
 		}
-		if !isNumber(raw) {
-			return badRequest(api.CodeInvalidPolicy, "%s must be a number, got %s", name, kind(raw))
-		}
-		*dst = string(raw)
-		return nil
+		*word, err = stringValue(raw, name, api.CodeInvalidPolicy)
+		return err
 	})
 	if err != nil {
-		return bucket.Policy{}, err
+		return fsm.ConfigOp{}, err
 	}
-	if capLit == "" {
-		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "capacity is required")
+	op := fsm.ConfigOp{}
+	switch onRaise {
+	case "", "keep":
+	case "fill":
+		op.OnRaise = bucket.Fill
+	default:
+		return fsm.ConfigOp{}, badRequest(api.CodeInvalidPolicy, "on_raise must be \"keep\" or \"fill\", got %q", onRaise)
 	}
-	if rateLit == "" {
-		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "refill_per_second is required (0 for a bucket that never refills)")
+	if op.Policy, err = spec.Parse(); err != nil {
+		return fsm.ConfigOp{}, badRequest(api.CodeInvalidPolicy, "%v", err)
 	}
-	p, err := bucket.ParsePolicy(capLit, rateLit)
-	if err != nil {
-		return bucket.Policy{}, badRequest(api.CodeInvalidPolicy, "%v", err)
-	}
-	return p, nil
+	return op, nil
 }
 
 // decodeSetTier parses the body of PUT /v1/clients/{client}/tier.

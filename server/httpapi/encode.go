@@ -70,8 +70,8 @@ func (s *Server) writeEncoded(w http.ResponseWriter, status int, bp *[]byte) {
 // appendAllowJSON appends r as encoding/json encodes an api.AllowResponse:
 // fields in declaration order, RefillPerSecond omitted when empty and
 // written as the number it holds (it must be a valid JSON number, as
-// bucket.FormatRate writes), and Duplicate, MaybeDuplicate and Degraded
-// omitted when false.
+// bucket.FormatRate writes), WindowSeconds omitted when 0, Duplicate,
+// MaybeDuplicate, Degraded and Shadow when false and WouldAllow when nil.
 func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, r.Allowed)
@@ -91,6 +91,10 @@ func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 		b = append(b, `,"refill_per_second":`...)
 		b = append(b, r.RefillPerSecond...)
 	}
+	if r.WindowSeconds != 0 {
+		b = append(b, `,"window_seconds":`...)
+		b = strconv.AppendInt(b, r.WindowSeconds, 10)
+	}
 	if r.Duplicate {
 		b = append(b, `,"duplicate":true`...)
 	}
@@ -99,6 +103,13 @@ func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	}
 	if r.Degraded {
 		b = append(b, `,"degraded":true`...)
+	}
+	if r.Shadow {
+		b = append(b, `,"shadow":true`...)
+	}
+	if r.WouldAllow != nil {
+		b = append(b, `,"would_allow":`...)
+		b = strconv.AppendBool(b, *r.WouldAllow)
 	}
 	return append(b, '}')
 }

@@ -37,7 +37,16 @@ type fakeService struct {
 	config        func(ctx context.Context) (bucket.Config, error)
 	status        func(ctx context.Context) (api.ClusterStatus, error)
 	ready         func(ctx context.Context) error
+	policyOf      func(client string) (string, bucket.Policy)
 	routes        cluster.Routes
+}
+
+// PolicyOf answers the default policy unless f.policyOf says otherwise.
+func (f *fakeService) PolicyOf(client string) (string, bucket.Policy) {
+	if f.policyOf == nil {
+		return bucket.DefaultTierName, bucket.BuiltinDefault
+	}
+	return f.policyOf(client)
 }
 
 func (f *fakeService) Routes() cluster.Routes { return f.routes }
@@ -238,4 +247,9 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(v), "body %s", b)
+}
+
+// tokenBucketJSON is a token bucket as the server writes it.
+func tokenBucketJSON(capacity int64, rate string) api.Policy {
+	return api.Policy{Algorithm: "token_bucket", Capacity: capacity, RefillPerSecond: json.Number(rate), Mode: "enforce", WhenUnavailable: "deny"}
 }

@@ -11,12 +11,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/api"
 )
 
 // metrics are the API's Prometheus collectors.
 //
-//	quorate_decisions_total{outcome="allowed|denied|duplicate",tier}  counter
+//	quorate_decisions_total{outcome,tier}                              counter
+//	  outcome: allowed, denied, duplicate (a request id seen before),
+//	  shadow_denied (a tier in shadow mode would have denied; answered
+//	  allowed), degraded (the group could not decide and the tier's
+//	  when_unavailable is allow; answered allowed)
 //	quorate_http_requests_total{route,code}                           counter
 //	quorate_decision_duration_seconds                                 histogram, 100µs..5s
 //	quorate_batch_requests                                            histogram of batch sizes
@@ -41,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quorate_decisions_total",
-			Help: "Admission decisions answered, by outcome (allowed, denied, duplicate: a request id seen before) and tier.",
+			Help: "Admission decisions answered, by outcome (allowed, denied, duplicate: a request id seen before, shadow_denied: denied by a tier in shadow mode and answered allowed, degraded: answered allowed without a decision by a tier with when_unavailable allow) and tier.",
 		}, []string{"outcome", "tier"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quorate_http_requests_total",
@@ -84,16 +88,21 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	panic(fmt.Sprintf("httpapi: registering metrics: %v", err))
 }
 
-// observeDecisions counts ds in quorate_decisions_total.
-func (m *metrics) observeDecisions(ds []fsm.Decision) {
+// observeAnswers counts answers in quorate_decisions_total.
+func (m *metrics) observeAnswers(answers []api.AllowResponse) {
 	var last decisionKey
 	var c prometheus.Counter
-	for _, d := range ds {
-		k := decisionKey{outcome: outcomeDenied, tier: d.Tier}
+	for i := range answers {
+		a := &answers[i]
+		k := decisionKey{outcome: outcomeDenied, tier: a.Tier}
 		switch {
-		case d.Duplicate:
+		case a.Duplicate:
 			k.outcome = outcomeDuplicate
-		case d.Allowed:
+		case a.Degraded:
+			k.outcome = outcomeDegraded
+		case a.Shadow && !*a.WouldAllow:
+			k.outcome = outcomeShadowDenied
+		case a.Allowed:
 			k.outcome = outcomeAllowed
 		}
 		if c == nil || k != last {
@@ -108,9 +117,12 @@ const (
 	outcomeAllowed uint8 = iota
 	outcomeDenied
 	outcomeDuplicate
+	outcomeShadowDenied
+	outcomeDegraded
 )
 
-var outcomeLabels = [...]string{outcomeAllowed: "allowed", outcomeDenied: "denied", outcomeDuplicate: "duplicate"}
+var outcomeLabels = [...]string{outcomeAllowed: "allowed", outcomeDenied: "denied", outcomeDuplicate: "duplicate",
+	outcomeShadowDenied: "shadow_denied", outcomeDegraded: "degraded"}
 
 // decisionKey names one child of quorate_decisions_total.
 type decisionKey struct {

@@ -12,8 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorate/quorate/bucket"
-	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/api"
 )
 
 func TestMetricsEndpoint(t *testing.T) {
@@ -106,13 +105,13 @@ func TestDecisionCounterCacheBound(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 	const tiers = maxCachedDecisionKeys + 10
-	var ds []fsm.Decision
+	var ds []api.AllowResponse
 	for i := range tiers {
 		tier := fmt.Sprintf("t%d", i)
-		ds = append(ds, fsm.Decision{Tier: tier}, fsm.Decision{Tier: tier}, fsm.Decision{Tier: tier, Decision: bucket.Decision{Allowed: true}})
+		ds = append(ds, api.AllowResponse{Tier: tier}, api.AllowResponse{Tier: tier}, api.AllowResponse{Tier: tier, Allowed: true})
 	}
-	m.observeDecisions(ds)
-	m.observeDecisions(ds)
+	m.observeAnswers(ds)
+	m.observeAnswers(ds)
 	assert.Len(t, *m.decisionCache.Load(), maxCachedDecisionKeys)
 	assert.Equal(t, float64(2*len(ds)), counterValue(t, reg, "quorate_decisions_total"))
 	assert.Equal(t, 4.0, childValue(t, m.decisions.WithLabelValues("denied", "t1030")))
@@ -132,7 +131,7 @@ func TestRequestCounterConcurrent(t *testing.T) {
 			for range rounds {
 				c.observe(200)
 				c.observe(418)
-				m.observeDecisions([]fsm.Decision{{Tier: "free", Duplicate: true}})
+				m.observeAnswers([]api.AllowResponse{{Tier: "free", Duplicate: true}})
 			}
 		}()
 	}

@@ -230,7 +230,7 @@ func TestNodeWorkedExample(t *testing.T) {
 		assert.Equal(t, st.retryAfter, r.header.Get("Retry-After"), "%s: Retry-After", desc)
 	}
 	tiers := ln.getTiers(t)
-	assert.Equal(t, api.Policy{Capacity: 10, RefillPerSecond: "1"}, tiers.Default)
+	assert.Equal(t, api.Policy{Algorithm: "token_bucket", Capacity: 10, RefillPerSecond: "1", Mode: "enforce", WhenUnavailable: "deny"}, tiers.Default)
 }
 
 // badRow is a request the API must refuse without changing anything.

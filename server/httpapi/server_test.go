@@ -263,7 +263,7 @@ func TestGetClient(t *testing.T) {
 	decodeJSON(t, a.body, &got)
 	assert.Equal(t, api.ClientResponse{
 		Client: "alice", Tier: "free", AssignedTier: "free",
-		Policy:    api.Policy{Capacity: 5, RefillPerSecond: "1"},
+		Policy:    tokenBucketJSON(5, "1"),
 		Remaining: 0, RemainingExact: "0.5", RetryAfterMs: 500, ResetAfterMs: 4500,
 		Known: true, StampUnixNano: t0 + int64(500*time.Millisecond),
 	}, got)
@@ -279,7 +279,7 @@ func TestGetClient(t *testing.T) {
 	decodeJSON(t, a.body, &got)
 	assert.Equal(t, api.ClientResponse{
 		Client: "a/b", Tier: "default", AssignedTier: "gold",
-		Policy:    api.Policy{Capacity: 10, RefillPerSecond: "1"},
+		Policy:    tokenBucketJSON(10, "1"),
 		Remaining: 10, RemainingExact: "10", Known: false, StampUnixNano: t0 + int64(500*time.Millisecond),
 	}, got)
 
@@ -310,8 +310,9 @@ func TestTiersAndDefault(t *testing.T) {
 
 	a = ts.send(t, "GET", "/v1/tiers", "")
 	require.Equal(t, http.StatusOK, a.status)
-	assert.JSONEq(t, `{"version":3,"default":{"capacity":20,"refill_per_second":0.5},
-		"tiers":{"free":{"capacity":5,"refill_per_second":0.000000001},"pro":{"capacity":100,"refill_per_second":2.5}}}`, string(a.body))
+	tb := `"algorithm":"token_bucket","mode":"enforce","when_unavailable":"deny"`
+	assert.JSONEq(t, `{"version":3,"default":{"capacity":20,"refill_per_second":0.5,`+tb+`},
+		"tiers":{"free":{"capacity":5,"refill_per_second":0.000000001,`+tb+`},"pro":{"capacity":100,"refill_per_second":2.5,`+tb+`}}}`, string(a.body))
 
 	a = ts.send(t, "DELETE", "/v1/tiers/pro", "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)

@@ -39,6 +39,10 @@ type Service interface {
 	// RoutesVersion is Routes().Version without building the routes: every
 	// decision answer carries it (api.HeaderRoutesVersion).
 	RoutesVersion() uint64
+	// PolicyOf returns the tier and policy client is decided by, as the
+	// node knows them without asking anyone: for answering when the
+	// client's group cannot decide (a tier's when_unavailable).
+	PolicyOf(client string) (string, bucket.Policy)
 }
 
 // Leaver is implemented by services that can leave their cluster on
