@@ -97,7 +97,7 @@ func (l *live) setDefault(t *testing.T, p bucket.Policy) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ch, err := client.NewNode(l.urls[0], nil).PutDefault(ctx, p)
+	ch, err := client.NewNode(l.urls[0], nil).PutDefault(ctx, p, bucket.Keep)
 	require.NoError(t, err)
 	require.Empty(t, ch.Lagging)
 }

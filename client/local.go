@@ -44,7 +44,8 @@ type localLimiter struct {
 // written, so an answer repeating it is not parsed again.
 type learnedPolicy struct {
 	bucket.Policy
-	raw json.Number
+	raw    json.Number // the token bucket's rate as answered
+	window int64       // or the sliding window's seconds
 }
 
 type localClient struct {
@@ -67,7 +68,17 @@ func (l *localLimiter) learn(client string, d api.AllowResponse) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if d.RefillPerSecond != "" {
+	switch {
+	case d.WindowSeconds > 0:
+		// A sliding window is approximated by a bucket of its limit that
+		// refills the limit once per window: the same average, a burst of
+		// the limit.
+		if t, ok := l.tiers[d.Tier]; !ok || t.window != d.WindowSeconds || t.Capacity != d.Limit {
+			if p := (bucket.Policy{Capacity: d.Limit, Rate: d.Limit * bucket.Scale / d.WindowSeconds}); p.Validate() == nil {
+				l.tiers[d.Tier] = learnedPolicy{Policy: p, window: d.WindowSeconds}
+			}
+		}
+	case d.RefillPerSecond != "":
 		if t, ok := l.tiers[d.Tier]; !ok || t.raw != d.RefillPerSecond || t.Capacity != d.Limit {
 			if rate, err := bucket.ParseRate(d.RefillPerSecond.String()); err == nil {
 				if p := (bucket.Policy{Capacity: d.Limit, Rate: rate}); p.Validate() == nil {

@@ -99,12 +99,23 @@ func (n *Node) ResetClient(ctx context.Context, client string) (api.ResetRespons
 	return out, err
 }
 
-// PutTier creates or changes tier. The change is applied everywhere unless
-// the result lists lagging groups (the server answered 202).
-func (n *Node) PutTier(ctx context.Context, tier string, p bucket.Policy) (api.ConfigChange, error) {
+// PutTier creates or changes tier; with bucket.Fill, a change that raises
+// its capacity (or limit) refills its clients once. The change is applied
+// everywhere unless the result lists lagging groups (the server answered
+// 202).
+func (n *Node) PutTier(ctx context.Context, tier string, p bucket.Policy, onRaise bucket.OnRaise) (api.ConfigChange, error) {
 	var out api.ConfigChange
-	err := n.do(ctx, http.MethodPut, "/v1/tiers/"+pathSegment(tier), api.PolicyToJSON(p), &out)
+	err := n.do(ctx, http.MethodPut, "/v1/tiers/"+pathSegment(tier), policyChange(p, onRaise), &out)
 	return out, err
+}
+
+// policyChange is the body of a PUT of a policy.
+func policyChange(p bucket.Policy, onRaise bucket.OnRaise) api.PolicyChange {
+	c := api.PolicyChange{Policy: api.PolicyToJSON(p)}
+	if onRaise == bucket.Fill {
+		c.OnRaise = onRaise.String()
+	}
+	return c
 }
 
 // DeleteTier removes tier; a missing tier is an *Error with Code
@@ -122,10 +133,11 @@ func (n *Node) Tiers(ctx context.Context) (api.TiersResponse, error) {
 	return out, err
 }
 
-// PutDefault sets the global default policy.
-func (n *Node) PutDefault(ctx context.Context, p bucket.Policy) (api.ConfigChange, error) {
+// PutDefault sets the global default policy, filling on a raise as PutTier
+// does.
+func (n *Node) PutDefault(ctx context.Context, p bucket.Policy, onRaise bucket.OnRaise) (api.ConfigChange, error) {
 	var out api.ConfigChange
-	err := n.do(ctx, http.MethodPut, "/v1/default", api.PolicyToJSON(p), &out)
+	err := n.do(ctx, http.MethodPut, "/v1/default", policyChange(p, onRaise), &out)
 	return out, err
 }
 

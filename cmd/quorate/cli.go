@@ -30,9 +30,11 @@ Usage:
   quorate client remove-tier CLIENT
   quorate client reset CLIENT                     forget the client's bucket: full at its next decision
   quorate tier list
-  quorate tier set NAME --capacity C --rate R     R in tokens per second, e.g. 0.5
+  quorate tier set NAME --capacity C --rate R     a token bucket; R in tokens per second, e.g. 0.5
+  quorate tier set NAME --algorithm sliding_window --limit N --window SECONDS
+                    [--mode shadow] [--when-unavailable allow] [--on-raise fill]
   quorate tier delete NAME
-  quorate default set --capacity C --rate R
+  quorate default set --capacity C --rate R       (takes the same flags as tier set)
   quorate status                                  nodes and groups as tables (--json: the server's answer)
   quorate members                                 the nodes: state, addresses, versions
   quorate version                                 this binary's version and the cluster versions it runs
@@ -131,6 +133,8 @@ type cli struct {
 	requestID string
 	capacity  string
 	rate      string
+	spec      bucket.Spec // the other policy flags
+	onRaise   string
 }
 
 func (cl *cli) runCommand(ctx context.Context, name string, c command, args []string) error {
@@ -191,19 +195,33 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func (cl *cli) policyFlags(fs *flag.FlagSet) {
-	fs.StringVar(&cl.capacity, "capacity", "", "bucket capacity in tokens (required)")
-	fs.StringVar(&cl.rate, "rate", "", "refill rate in tokens per second, up to 9 decimals (required)")
+	fs.StringVar(&cl.capacity, "capacity", "", "token bucket: capacity in tokens")
+	fs.StringVar(&cl.rate, "rate", "", "token bucket: refill rate in tokens per second, up to 9 decimals")
+	fs.StringVar(&cl.spec.Algorithm, "algorithm", "", "token_bucket (the default) or sliding_window")
+	fs.StringVar(&cl.spec.Limit, "limit", "", "sliding window: the most cost admitted in any window (1..10000)")
+	fs.StringVar(&cl.spec.WindowSeconds, "window", "", "sliding window: its length in whole seconds (1..86400)")
+	fs.StringVar(&cl.spec.Mode, "mode", "", "enforce (the default) or shadow: decide and count, but answer allowed")
+	fs.StringVar(&cl.spec.WhenUnavailable, "when-unavailable", "", "deny (the default: 503) or allow (answer allowed, degraded) when the group cannot decide")
+	fs.StringVar(&cl.onRaise, "on-raise", "", "keep (the default) or fill: a raise refills the tier's clients once")
 }
 
-func (cl *cli) policy() (bucket.Policy, error) {
-	if cl.capacity == "" || cl.rate == "" {
-		return bucket.Policy{}, usageError{errors.New("--capacity and --rate are required")}
+// policy is the policy and on-raise the flags give.
+func (cl *cli) policy() (bucket.Policy, bucket.OnRaise, error) {
+	spec := cl.spec
+	spec.Capacity, spec.RefillPerSecond = cl.capacity, cl.rate
+	var onRaise bucket.OnRaise
+	switch cl.onRaise {
+	case "", "keep":
+	case "fill":
+		onRaise = bucket.Fill
+	default:
+		return bucket.Policy{}, 0, usageError{fmt.Errorf("--on-raise must be keep or fill, got %q", cl.onRaise)}
 	}
-	p, err := bucket.ParsePolicy(cl.capacity, cl.rate)
+	p, err := spec.Parse()
 	if err != nil {
-		return bucket.Policy{}, usageError{err}
+		return bucket.Policy{}, 0, usageError{err}
 	}
-	return p, nil
+	return p, onRaise, nil
 }
 
 func (cl *cli) commands() map[string]command {
@@ -297,15 +315,22 @@ func (cl *cli) commands() map[string]command {
 			print: func(w io.Writer, v any) {
 				r := v.(api.TiersResponse)
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "TIER\tCAPACITY\tREFILL/S\n")
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", bucket.DefaultTierName, r.Default.Capacity, r.Default.RefillPerSecond)
+				fmt.Fprintf(tw, "TIER\tALGORITHM\tLIMIT\tRATE\tMODE\tWHEN UNAVAILABLE\n")
+				row := func(name string, p api.Policy) {
+					limit, rate := fmt.Sprint(p.Capacity), p.RefillPerSecond.String()+"/s"
+					if p.Algorithm == "sliding_window" {
+						limit, rate = fmt.Sprint(p.Limit), fmt.Sprintf("per %ds", p.WindowSeconds)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Algorithm, limit, rate, p.Mode, p.WhenUnavailable)
+				}
+				row(bucket.DefaultTierName, r.Default)
 				names := make([]string, 0, len(r.Tiers))
 				for n := range r.Tiers {
 					names = append(names, n)
 				}
 				slices.Sort(names)
 				for _, n := range names {
-					fmt.Fprintf(tw, "%s\t%d\t%s\n", n, r.Tiers[n].Capacity, r.Tiers[n].RefillPerSecond)
+					row(n, r.Tiers[n])
 				}
 				tw.Flush()
 				fmt.Fprintf(w, "config version %d\n", r.Version)
@@ -315,11 +340,11 @@ func (cl *cli) commands() map[string]command {
 			args:  []string{"NAME"},
 			flags: cl.policyFlags,
 			do: func(ctx context.Context, c *client.Node, a []string) (any, error) {
-				p, err := cl.policy()
+				p, onRaise, err := cl.policy()
 				if err != nil {
 					return nil, err
 				}
-				return configAnswer(c.PutTier(ctx, a[0], p))
+				return configAnswer(c.PutTier(ctx, a[0], p, onRaise))
 			},
 			print: printConfigChange,
 		},
@@ -333,11 +358,11 @@ func (cl *cli) commands() map[string]command {
 		"default set": {
 			flags: cl.policyFlags,
 			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
-				p, err := cl.policy()
+				p, onRaise, err := cl.policy()
 				if err != nil {
 					return nil, err
 				}
-				return configAnswer(c.PutDefault(ctx, p))
+				return configAnswer(c.PutDefault(ctx, p, onRaise))
 			},
 			print: printConfigChange,
 		},

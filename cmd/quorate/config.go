@@ -14,19 +14,29 @@ import (
 // cluster starts with. After the first start the API is the source of truth.
 //
 //	{"default": {"capacity": 10, "refill_per_second": 1},
-//	 "tiers": {"free": {"capacity": 5, "refill_per_second": 1}}}
+//	 "tiers": {"free": {"capacity": 5, "refill_per_second": 1},
+//	           "hourly": {"algorithm": "sliding_window", "limit": 1000, "window_seconds": 3600,
+//	                      "mode": "shadow", "when_unavailable": "allow"}}}
+//
+// The members are those of the API's policies (api.Policy).
 type fileConfig struct {
 	Default *filePolicy           `json:"default"`
 	Tiers   map[string]filePolicy `json:"tiers"`
 }
 
 type filePolicy struct {
+	Algorithm       string      `json:"algorithm"`
 	Capacity        json.Number `json:"capacity"`
 	RefillPerSecond json.Number `json:"refill_per_second"`
+	Limit           json.Number `json:"limit"`
+	WindowSeconds   json.Number `json:"window_seconds"`
+	Mode            string      `json:"mode"`
+	WhenUnavailable string      `json:"when_unavailable"`
 }
 
 func (p filePolicy) policy() (bucket.Policy, error) {
-	return bucket.ParsePolicy(p.Capacity.String(), p.RefillPerSecond.String())
+	return bucket.Spec{Algorithm: p.Algorithm, Capacity: p.Capacity.String(), RefillPerSecond: p.RefillPerSecond.String(),
+		Limit: p.Limit.String(), WindowSeconds: p.WindowSeconds.String(), Mode: p.Mode, WhenUnavailable: p.WhenUnavailable}.Parse()
 }
 
 // loadConfig reads a --config file; an empty path gives the built-in

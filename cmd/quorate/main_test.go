@@ -158,7 +158,15 @@ func TestCLIAgainstServer(t *testing.T) {
 
 	out, err = cli("tier", "list")
 	require.NoError(t, err)
-	assert.Regexp(t, `free\s+2\s+0`, out)
+	assert.Regexp(t, `free\s+token_bucket\s+2\s+0/s\s+enforce\s+deny`, out)
+
+	out, err = cli("tier", "set", "hourly", "--algorithm", "sliding_window", "--limit", "3", "--window", "3600", "--mode", "shadow", "--when-unavailable", "allow")
+	require.NoError(t, err, out)
+	out, err = cli("tier", "list")
+	require.NoError(t, err)
+	assert.Regexp(t, `hourly\s+sliding_window\s+3\s+per 3600s\s+shadow\s+allow`, out)
+	_, err = cli("tier", "set", "hourly", "--algorithm", "sliding_window", "--limit", "3", "--window", "60", "--on-raise", "twice")
+	assert.Equal(t, 2, exitCode(err), "a bad --on-raise is a usage error: %v", err)
 
 	_, err = cli("tier", "set", "free", "--capacity", "0", "--rate", "1")
 	assert.Equal(t, 2, exitCode(err), "an invalid policy is a usage error: %v", err)
