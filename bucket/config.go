@@ -43,11 +43,14 @@ const (
 	Fill OnRaise = 1
 )
 
-func (o OnRaise) String() string {
-	if o == Fill {
-		return "fill"
-	}
-	return "keep"
+var onRaiseNames = []string{Keep: "keep", Fill: "fill"}
+
+func (o OnRaise) String() string { return nameOf(onRaiseNames, uint8(o), "on_raise") }
+
+// ParseOnRaise reads "keep" or "fill" ("" is keep).
+func ParseOnRaise(s string) (OnRaise, error) {
+	v, err := valueOf(onRaiseNames, s, "on_raise")
+	return OnRaise(v), err
 }
 
 // Raises reports whether changing a policy from old to p raises its

@@ -71,15 +71,38 @@ const (
 	SlidingWindow Algorithm = 1
 )
 
-func (a Algorithm) String() string {
-	switch a {
-	case TokenBucket:
-		return "token_bucket"
-	case SlidingWindow:
-		return "sliding_window"
+// The names the API and the CLI write for each algorithm, mode and
+// when-unavailable choice, indexed by value; the first of each is the
+// default.
+var (
+	algorithmNames   = []string{TokenBucket: "token_bucket", SlidingWindow: "sliding_window"}
+	modeNames        = []string{Enforce: "enforce", Shadow: "shadow"}
+	unavailableNames = []string{Deny: "deny", AllowDegraded: "allow"}
+)
+
+// nameOf is names[v], or what a value without a name is printed as.
+func nameOf(names []string, v uint8, what string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("algorithm(%d)", uint8(a))
+	return fmt.Sprintf("%s(%d)", what, v)
 }
+
+// valueOf is the value named name in names ("" is the default, 0), or an
+// error that names the member and the choices.
+func valueOf(names []string, name, member string) (uint8, error) {
+	if name == "" {
+		return 0, nil
+	}
+	for i, n := range names {
+		if n == name {
+			return uint8(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s must be \"%s\", got %q", ErrInvalidPolicy, member, strings.Join(names, `" or "`), name)
+}
+
+func (a Algorithm) String() string { return nameOf(algorithmNames, uint8(a), "algorithm") }
 
 // Mode says whether a policy's denials are enforced.
 type Mode uint8
@@ -94,15 +117,7 @@ const (
 	Shadow Mode = 1
 )
 
-func (m Mode) String() string {
-	switch m {
-	case Enforce:
-		return "enforce"
-	case Shadow:
-		return "shadow"
-	}
-	return fmt.Sprintf("mode(%d)", uint8(m))
-}
+func (m Mode) String() string { return nameOf(modeNames, uint8(m), "mode") }
 
 // Unavailable says what a node answers for a policy's clients when their
 // group cannot decide.
@@ -117,15 +132,7 @@ const (
 	AllowDegraded Unavailable = 1
 )
 
-func (u Unavailable) String() string {
-	switch u {
-	case Deny:
-		return "deny"
-	case AllowDegraded:
-		return "allow"
-	}
-	return fmt.Sprintf("when_unavailable(%d)", uint8(u))
-}
+func (u Unavailable) String() string { return nameOf(unavailableNames, uint8(u), "when_unavailable") }
 
 // Limits of sliding-window policies: a client's window log holds at most
 // Limit entries, so Limit bounds its memory.
@@ -255,23 +262,21 @@ type Spec struct {
 // Errors wrap ErrInvalidPolicy and name the member.
 func (s Spec) Parse() (Policy, error) {
 	var p Policy
-	switch s.Mode {
-	case "", "enforce":
-	case "shadow":
-		p.Mode = Shadow
-	default:
-		return Policy{}, fmt.Errorf("%w: mode must be \"enforce\" or \"shadow\", got %q", ErrInvalidPolicy, s.Mode)
+	mode, err := valueOf(modeNames, s.Mode, "mode")
+	if err != nil {
+		return Policy{}, err
 	}
-	switch s.WhenUnavailable {
-	case "", "deny":
-	case "allow":
-		p.WhenUnavailable = AllowDegraded
-	default:
-		return Policy{}, fmt.Errorf("%w: when_unavailable must be \"deny\" or \"allow\", got %q", ErrInvalidPolicy, s.WhenUnavailable)
+	when, err := valueOf(unavailableNames, s.WhenUnavailable, "when_unavailable")
+	if err != nil {
+		return Policy{}, err
 	}
-	var err error
-	switch s.Algorithm {
-	case "", "token_bucket":
+	alg, err := valueOf(algorithmNames, s.Algorithm, "algorithm")
+	if err != nil {
+		return Policy{}, err
+	}
+	p.Mode, p.WhenUnavailable = Mode(mode), Unavailable(when)
+	switch Algorithm(alg) {
+	case TokenBucket:
 		switch {
 		case s.Limit != "" || s.WindowSeconds != "":
 			return Policy{}, fmt.Errorf("%w: limit and window_seconds belong to \"algorithm\": \"sliding_window\"", ErrInvalidPolicy)
@@ -286,7 +291,7 @@ func (s Spec) Parse() (Policy, error) {
 		if p.Rate, err = ParseRate(s.RefillPerSecond); err != nil {
 			return Policy{}, err
 		}
-	case "sliding_window":
+	case SlidingWindow:
 		p.Algorithm = SlidingWindow
 		switch {
 		case s.Capacity != "" || s.RefillPerSecond != "":
@@ -304,8 +309,6 @@ func (s Spec) Parse() (Policy, error) {
 			return Policy{}, err
 		}
 		p.Window = w * Second
-	default:
-		return Policy{}, fmt.Errorf("%w: algorithm must be \"token_bucket\" or \"sliding_window\", got %q", ErrInvalidPolicy, s.Algorithm)
 	}
 	return p, p.Validate()
 }

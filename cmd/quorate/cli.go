@@ -209,13 +209,9 @@ func (cl *cli) policyFlags(fs *flag.FlagSet) {
 func (cl *cli) policy() (bucket.Policy, bucket.OnRaise, error) {
 	spec := cl.spec
 	spec.Capacity, spec.RefillPerSecond = cl.capacity, cl.rate
-	var onRaise bucket.OnRaise
-	switch cl.onRaise {
-	case "", "keep":
-	case "fill":
-		onRaise = bucket.Fill
-	default:
-		return bucket.Policy{}, 0, usageError{fmt.Errorf("--on-raise must be keep or fill, got %q", cl.onRaise)}
+	onRaise, err := bucket.ParseOnRaise(cl.onRaise)
+	if err != nil {
+		return bucket.Policy{}, 0, usageError{err}
 	}
 	p, err := spec.Parse()
 	if err != nil {

@@ -87,7 +87,7 @@ func TestWorkedExample(t *testing.T) {
 	ctx := context.Background()
 	setFree := func(capacity int64) func(t *testing.T) {
 		return func(t *testing.T) {
-			_, err := c.PutTier(ctx, "free", bucket.Policy{Capacity: capacity, Rate: bucket.Scale})
+			_, err := c.PutTier(ctx, "free", bucket.Policy{Capacity: capacity, Rate: bucket.Scale}, bucket.Keep)
 			require.NoError(t, err)
 		}
 	}
@@ -158,10 +158,10 @@ func TestRequestIDsAndBatches(t *testing.T) {
 	var apiErr *client.Error
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	assert.Equal(t, api.CodeTierNotFound, apiErr.Code)
-	_, err = c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1})
+	_, err = c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}, bucket.Keep)
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	assert.Equal(t, api.CodeInvalidPolicy, apiErr.Code)
-	cc, err := c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: bucket.Scale})
+	cc, err := c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: bucket.Scale}, bucket.Keep)
 	require.NoError(t, err)
 	tiers, err := c.Tiers(ctx)
 	require.NoError(t, err)

@@ -31,10 +31,10 @@ func TestClientRoundTrips(t *testing.T) {
 	svc, clk := newFSMService(t)
 	c, _ := newTestClient(t, svc)
 
-	cc, err := c.PutTier(ctx, "free", bucket.Policy{Capacity: 5, Rate: bucket.Scale / 4})
+	cc, err := c.PutTier(ctx, "free", bucket.Policy{Capacity: 5, Rate: bucket.Scale / 4}, bucket.Keep)
 	require.NoError(t, err)
 	assert.Equal(t, api.ConfigChange{Version: 1, Applied: []string{"0"}}, cc)
-	cc, err = c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: 2 * bucket.Scale})
+	cc, err = c.PutDefault(ctx, bucket.Policy{Capacity: 3, Rate: 2 * bucket.Scale}, bucket.Keep)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), cc.Version)
 
@@ -105,8 +105,8 @@ func TestClientErrors(t *testing.T) {
 		code   api.Code
 	}{
 		{"missing tier", func() error { _, err := c.DeleteTier(ctx, "gone"); return err }, 404, api.CodeTierNotFound},
-		{"invalid default", func() error { _, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}); return err }, 400, api.CodeInvalidPolicy},
-		{"invalid tier name", func() error { _, err := c.PutTier(ctx, "Gold", bucket.Policy{Capacity: 1}); return err }, 400, api.CodeInvalidTierName},
+		{"invalid default", func() error { _, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}, bucket.Keep); return err }, 400, api.CodeInvalidPolicy},
+		{"invalid tier name", func() error { _, err := c.PutTier(ctx, "Gold", bucket.Policy{Capacity: 1}, bucket.Keep); return err }, 400, api.CodeInvalidTierName},
 		{"empty client", func() error { _, err := c.Allow(ctx, "", 1, ""); return err }, 400, api.CodeInvalidClient},
 		{"negative cost", func() error { _, err := c.Allow(ctx, "a", -1, ""); return err }, 400, api.CodeInvalidCost},
 		{"empty batch", func() error { _, err := c.AllowBatch(ctx, nil); return err }, 400, api.CodeEmptyBatch},

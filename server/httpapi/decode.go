@@ -275,13 +275,9 @@ func decodePolicy(body []byte) (fsm.ConfigOp, error) {
 	if err != nil {
 		return fsm.ConfigOp{}, err
 	}
-	op := fsm.ConfigOp{}
-	switch onRaise {
-	case "", "keep":
-	case "fill":
-		op.OnRaise = bucket.Fill
-	default:
-		return fsm.ConfigOp{}, badRequest(api.CodeInvalidPolicy, "on_raise must be \"keep\" or \"fill\", got %q", onRaise)
+	var op fsm.ConfigOp
+	if op.OnRaise, err = bucket.ParseOnRaise(onRaise); err != nil {
+		return fsm.ConfigOp{}, badRequest(api.CodeInvalidPolicy, "%v", err)
 	}
 	if op.Policy, err = spec.Parse(); err != nil {
 		return fsm.ConfigOp{}, badRequest(api.CodeInvalidPolicy, "%v", err)
