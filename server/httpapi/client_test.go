@@ -105,7 +105,10 @@ func TestClientErrors(t *testing.T) {
 		code   api.Code
 	}{
 		{"missing tier", func() error { _, err := c.DeleteTier(ctx, "gone"); return err }, 404, api.CodeTierNotFound},
-		{"invalid default", func() error { _, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}, bucket.Keep); return err }, 400, api.CodeInvalidPolicy},
+		{"invalid default", func() error {
+			_, err := c.PutDefault(ctx, bucket.Policy{Capacity: 0, Rate: 1}, bucket.Keep)
+			return err
+		}, 400, api.CodeInvalidPolicy},
 		{"invalid tier name", func() error { _, err := c.PutTier(ctx, "Gold", bucket.Policy{Capacity: 1}, bucket.Keep); return err }, 400, api.CodeInvalidTierName},
 		{"empty client", func() error { _, err := c.Allow(ctx, "", 1, ""); return err }, 400, api.CodeInvalidClient},
 		{"negative cost", func() error { _, err := c.Allow(ctx, "a", -1, ""); return err }, 400, api.CodeInvalidCost},
