@@ -28,3 +28,31 @@ func BenchmarkDecideDenied(b *testing.B) {
 		_, _ = Decide(p, s, t0+1, 1)
 	}
 }
+
+// BenchmarkDecideWindow measures one decision on a sliding window in its
+// steady state: a limit of 100 per second asked every 10 ms, so each
+// decision expires about one admission and logs one.
+func BenchmarkDecideWindow(b *testing.B) {
+	p := Policy{Algorithm: SlidingWindow, Capacity: 100, Window: Second}
+	var w Window
+	now := t0
+	b.ReportAllocs()
+	for b.Loop() {
+		now += int64(10 * time.Millisecond)
+		w, _ = DecideWindow(p, w, now, 1)
+	}
+}
+
+// BenchmarkDecideWindowDenied measures a denial of a full window of 1,000
+// admissions, which walks the log for the wait.
+func BenchmarkDecideWindowDenied(b *testing.B) {
+	p := Policy{Algorithm: SlidingWindow, Capacity: 1000, Window: 60 * Second}
+	var w Window
+	for i := range 1000 {
+		w, _ = DecideWindow(p, w, t0+int64(i)*int64(time.Millisecond), 1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = DecideWindow(p, w, t0+int64(time.Second), 1000)
+	}
+}

@@ -179,6 +179,40 @@ func TestFailLocalSharesTheTiersPolicyAmongInstances(t *testing.T) {
 	assert.True(t, d.Degraded)
 }
 
+// A sliding window is learned from its answers (limit and window_seconds)
+// and shared among instances like a bucket: limit/N at once.
+func TestFailLocalLearnsASlidingWindow(t *testing.T) {
+	l := startLive(t, 1, cluster.NewManualClock())
+	window := bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: 6, Window: 60 * bucket.Second}
+	admin := client.NewNode(l.urls[0], nil)
+	require.Eventually(t, func() bool {
+		_, err := admin.PutDefault(context.Background(), window, bucket.Keep)
+		return err == nil // 409 cluster_version until the node has raised it
+	}, 10*time.Second, 10*time.Millisecond)
+	fixed := time.Unix(1_800_000_000, 0)
+	c := newClient(t, client.Config{Endpoints: l.urls, OnUnavailable: client.FailLocal, Instances: 2,
+		Now: func() time.Time { return fixed }})
+	d, err := c.Allow(context.Background(), "w", 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), d.WindowSeconds)
+	require.Empty(t, d.RefillPerSecond)
+	l.kill(t, 0)
+
+	var allowed int
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		d, err := c.Allow(ctx, "w", 1)
+		cancel()
+		require.NoError(t, err)
+		require.True(t, d.Degraded)
+		assert.Equal(t, int64(3), d.Limit, "a limit of 6 shared by 2 instances")
+		if d.Allowed {
+			allowed++
+		}
+	}
+	assert.Equal(t, 3, allowed)
+}
+
 func TestARefusedRequestIsNotRetried(t *testing.T) {
 	l := startLive(t, 1, cluster.NewManualClock())
 	c := newClient(t, client.Config{Endpoints: l.urls})

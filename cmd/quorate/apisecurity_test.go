@@ -226,7 +226,7 @@ func TestServeWithTokensOverHTTPS(t *testing.T) {
 	t.Setenv("QUORATE_CA_CERT", caFile)
 	var o bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"tier", "list", "--addr", addr}, &o, &bytes.Buffer{}), "CA and token from the environment")
-	assert.Regexp(t, `free\s+2\s+0`, o.String())
+	assert.Regexp(t, `free\s+token_bucket\s+2\s+0/s`, o.String())
 	otherCA, _, _, _ := testPKI(t, t.TempDir(), ip)
 	err = run(context.Background(), []string{"tier", "list", "--addr", "https://" + addr, "--ca-cert", otherCA}, &o, &bytes.Buffer{})
 	require.Error(t, err, "a CA that did not sign the node's certificate")
