@@ -56,8 +56,10 @@ func TestLoopbackFallback(t *testing.T) {
 	assert.Equal(t, int64(time.Second), c.ClockOffsets()[nodeID(l%3+1)])
 
 	// A graceful restart: SIGTERM, the node exits by itself, and comes
-	// back on its data dir.
-	l, err = c.Leader(ctx, "0")
+	// back on its data dir. Placement may still be moving leaderships
+	// after the recovery (the restarted node's clock is checked again), so
+	// wait for the group's leader rather than look once.
+	l, err = c.waitLeader(rctx, "0")
 	require.NoError(t, err)
 	pid := c.PID(l)
 	require.NoError(t, c.TermNodes(ctx, NemTermLeader, l))
