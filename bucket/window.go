@@ -53,9 +53,7 @@ func Expire(p Policy, w Window, now int64) Window {
 // newest admission counts as that time. cost must be in 0..MaxCost; p must
 // be a valid SlidingWindow policy.
 func DecideWindow(p Policy, w Window, now int64, cost int64) (Window, Decision) {
-	if n := len(w.Log); n > 0 && now < w.Log[n-1].At {
-		now = w.Log[n-1].At
-	}
+	now = windowNow(w, now)
 	w = Expire(p, w, now)
 	allowed := w.Used+cost <= p.Capacity
 	if allowed && cost > 0 {
@@ -73,13 +71,20 @@ func DecideWindow(p Policy, w Window, now int64, cost int64) (Window, Decision) 
 // PeekWindow returns the decision a request of cost would get at now,
 // without admitting anything.
 func PeekWindow(p Policy, w Window, now int64, cost int64) Decision {
-	if n := len(w.Log); n > 0 && now < w.Log[n-1].At {
-		now = w.Log[n-1].At
-	}
+	now = windowNow(w, now)
 	w = Expire(p, w, now)
 	d := windowDecision(p, w, now, cost)
 	d.Allowed = w.Used+cost <= p.Capacity
 	return d
+}
+
+// windowNow is now, or the time of w's newest admission if that is later:
+// time before it counts as that time.
+func windowNow(w Window, now int64) int64 {
+	if n := len(w.Log); n > 0 {
+		return max(now, w.Log[n-1].At)
+	}
+	return now
 }
 
 // windowDecision fills in what w shows at now for a request of cost:

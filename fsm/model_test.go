@@ -283,13 +283,7 @@ func (m *model) decideWindow(r fsm.AllowRequest, p bucket.Policy, d fsm.Decision
 	case r.Cost > p.Capacity:
 		d.RetryAfter = bucket.Never
 	default:
-		// The first time at which what still counts leaves room.
-		for at := range m.expiries(kept, p) {
-			if m.usedAt(kept, p, at)+r.Cost <= p.Capacity {
-				d.RetryAfter = at - m.now
-				break
-			}
-		}
+		d.RetryAfter = m.fitsAfter(kept, p, r.Cost)
 	}
 	if len(kept) > 0 {
 		d.ResetAfter = kept[len(kept)-1].at + p.Window - m.now
@@ -298,16 +292,16 @@ func (m *model) decideWindow(r fsm.AllowRequest, p bucket.Policy, d fsm.Decision
 	return d
 }
 
-// expiries yields, in order, the times at which an admission of log stops
-// counting.
-func (m *model) expiries(log []modelAdmission, p bucket.Policy) func(func(int64) bool) {
-	return func(yield func(int64) bool) {
-		for _, a := range log {
-			if !yield(a.at + p.Window) {
-				return
-			}
+// fitsAfter is how long until cost fits in log's window: the first time
+// an admission stops counting at which what still counts leaves room (for
+// a cost at most the limit, which the last expiry always does).
+func (m *model) fitsAfter(log []modelAdmission, p bucket.Policy, cost int64) int64 {
+	for _, a := range log {
+		if at := a.at + p.Window; m.usedAt(log, p, at)+cost <= p.Capacity {
+			return at - m.now
 		}
 	}
+	return 0
 }
 
 func (m *model) usedAt(log []modelAdmission, p bucket.Policy, at int64) int64 {
@@ -795,17 +789,8 @@ func (m *model) peekWindow(c string, p bucket.Policy) fsm.Decision {
 	} else {
 		delete(m.windows, c)
 	}
-	used := m.used(c, p)
-	if used+1 > p.Capacity {
-		for at := range m.expiries(saved, p) {
-			if m.usedAt(saved, p, at)+1 <= p.Capacity {
-				d.RetryAfter = at - m.now
-				break
-			}
-		}
-		if 1 > p.Capacity {
-			d.RetryAfter = bucket.Never
-		}
+	if m.used(c, p)+1 > p.Capacity {
+		d.RetryAfter = m.fitsAfter(saved, p, 1) // the limit is at least 1
 	}
 	return d
 }
