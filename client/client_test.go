@@ -351,3 +351,42 @@ func TestABreakerClosesWhenTheClusterDecidesAgain(t *testing.T) {
 	}
 	assert.Equal(t, uint64(4), c.Stats().Decided)
 }
+
+// Two of three real nodes die: the survivor's groups cannot decide, and
+// the server itself answers a tier with when_unavailable allow degraded,
+// while a tier that denies gets the 503, which a FailClosed client turns
+// into its own denial.
+func TestTheServerAnswersDegradedForAnAllowTier(t *testing.T) {
+	l := startLive(t, 3, cluster.NewManualClock())
+	admin := client.NewNode(l.urls[0], nil)
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		_, err := admin.PutTier(ctx, "open", bucket.Policy{Capacity: 5, Rate: bucket.Scale, WhenUnavailable: bucket.AllowDegraded}, bucket.Keep)
+		return err == nil // 409 cluster_version until the cluster has raised it
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err := admin.PutTier(ctx, "closed", bucket.Policy{Capacity: 5, Rate: bucket.Scale}, bucket.Keep)
+	require.NoError(t, err)
+	err = admin.SetClientTier(ctx, "o", "open")
+	require.NoError(t, err)
+	err = admin.SetClientTier(ctx, "c", "closed")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // what the survivor's replicas will answer by
+		o, _ := l.nodes[0].PolicyOf("o")
+		c, _ := l.nodes[0].PolicyOf("c")
+		return o == "open" && c == "closed"
+	}, 10*time.Second, 5*time.Millisecond)
+
+	l.kill(t, 1)
+	l.kill(t, 2)
+	c := newClient(t, client.Config{Endpoints: l.urls[:1], OnUnavailable: client.FailClosed, Timeout: 3 * time.Second})
+	d, err := c.Allow(ctx, "o", 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.True(t, d.Degraded, "the server's degraded answer")
+	assert.Equal(t, "open", d.Tier)
+	assert.Zero(t, c.Stats().FailedClosed, "answered by the server, not by the client's fallback")
+	d, err = c.Allow(ctx, "c", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "a tier that denies: nothing decided, the client fails closed")
+	assert.Equal(t, uint64(1), c.Stats().FailedClosed)
+}
