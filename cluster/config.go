@@ -21,7 +21,7 @@ import (
 // is left of ctx, until every data group has applied the new version. Groups
 // that have not by then are reported as lagging; they apply it when they can.
 //
-// A policy of cluster version 2 or a fill (fsm.TypeConfigOpPolicies) is
+// A policy of cluster version 2 or a fill (fsm.TypeConfigOpV2) is
 // refused with ErrClusterVersion until the cluster is there, here and on
 // the meta leader against its own replica.
 func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
@@ -106,7 +106,7 @@ func (n *Node) PolicyOf(client string) (string, bucket.Policy) {
 // opNeedsVersion refuses op if it is of a type cluster version v may not
 // commit.
 func opNeedsVersion(op fsm.ConfigOp, v uint32) error {
-	if op.Type() == fsm.TypeConfigOpPolicies && v < fsm.ClusterVersionPolicies {
+	if op.Type() == fsm.TypeConfigOpV2 && v < fsm.ClusterVersionPolicies {
 		return fmt.Errorf("%w: sliding windows, shadow mode, when_unavailable and on_raise need cluster version %d, the cluster is at %d",
 			ErrClusterVersion, fsm.ClusterVersionPolicies, v)
 	}

@@ -51,13 +51,18 @@ const (
 	// origin and retry flag (see AllowRequest). Allow encodes as it when any
 	// request has an origin, and as TypeAllow otherwise.
 	TypeAllowOrigin Type = 6
-	// TypeConfigOpPolicies and TypeInstallConfigPolicies are ConfigOp and
-	// InstallConfig with the policies of cluster version 2 (algorithm,
-	// window, mode, when-unavailable) and fills. A ConfigOp or
-	// InstallConfig encodes as them only when it uses any of that, so
-	// that what v0.14.0 can say is still written as v0.14.0 reads it.
-	TypeConfigOpPolicies      Type = 10
+	// TypeConfigOpV2 is a ConfigOp as cluster version 2 writes it: with
+	// its policy's algorithm, window, mode and when-unavailable, its fill,
+	// and the leader's stamp and the actor for the audit trail.
+	// TypeInstallConfigPolicies is an InstallConfig with the policies and
+	// fills of cluster version 2. A ConfigOp or InstallConfig encodes as
+	// them only when it uses any of that, so that what v0.14.0 can say is
+	// still written as v0.14.0 reads it.
+	TypeConfigOpV2            Type = 10
 	TypeInstallConfigPolicies Type = 11
+	// TypeSetTierV2 is a SetTier with the leader's stamp and the actor
+	// (cluster version 2).
+	TypeSetTierV2 Type = 12
 )
 
 func (t Type) String() string {
@@ -80,8 +85,10 @@ func (t Type) String() string {
 		return "allocate-epoch"
 	case TypeResetClient:
 		return "reset-client"
-	case TypeConfigOpPolicies:
-		return "config-op-policies"
+	case TypeConfigOpV2:
+		return "config-op-v2"
+	case TypeSetTierV2:
+		return "set-tier-v2"
 	case TypeInstallConfigPolicies:
 		return "install-config-policies"
 	}
@@ -158,13 +165,28 @@ const (
 // ConfigOp changes one thing in the configuration and bumps its version by
 // one. Tier is empty for OpSetDefault; Policy and OnRaise are unused for
 // OpDeleteTier. With bucket.Fill, a change that raises the capacity
-// records a fill (see bucket.Config.Filled).
+// records a fill (see bucket.Config.Filled). A ConfigOp with a Stamp is
+// recorded in the audit trail (see audit.go).
 type ConfigOp struct {
 	Kind    ConfigOpKind
 	Tier    string
 	Policy  bucket.Policy
 	OnRaise bucket.OnRaise
+	Audited
 }
+
+// Audited is who made a change and when, on the entries the audit trail
+// records (ConfigOp, SetTier, ResetClient). The leader that proposes the
+// entry stamps it with its time, nanoseconds since the Unix epoch; a zero
+// Stamp records nothing (entries of cluster version 1). Actor is the API
+// token's name, or Anonymous.
+type Audited struct {
+	Stamp int64
+	Actor string
+}
+
+// audited reports whether a records anything.
+func (a Audited) audited() bool { return a.Stamp != 0 || a.Actor != "" }
 
 // InstallConfig replaces the configuration with Config if Config.Version is
 // newer than the one in force; an older or equal version is a no-op. It is
@@ -174,9 +196,12 @@ type InstallConfig struct {
 }
 
 // SetTier assigns Client to Tier; an empty Tier removes the assignment.
+// With a Stamp, the group records the assignment as the client's last
+// (ClientRecord).
 type SetTier struct {
 	Client string
 	Tier   string
+	Audited
 }
 
 // Reclaim forgets every bucket that is full at the leader's time Stamp, and
@@ -196,11 +221,11 @@ func (a Allow) Type() Type {
 	return TypeAllow
 }
 
-// Type is TypeConfigOpPolicies when the op uses a policy or fill of
-// cluster version 2.
+// Type is TypeConfigOpV2 when the op uses a policy or fill of cluster
+// version 2, or is audited.
 func (o ConfigOp) Type() Type {
-	if o.Policy.Extended() || o.OnRaise != bucket.Keep {
-		return TypeConfigOpPolicies
+	if o.NeedsPolicies() || o.audited() {
+		return TypeConfigOpV2
 	}
 	return TypeConfigOp
 }
@@ -214,7 +239,19 @@ func (ic InstallConfig) Type() Type {
 	return TypeInstallConfig
 }
 
-func (SetTier) Type() Type { return TypeSetTier }
+// NeedsPolicies reports whether o uses a policy or a fill of
+// ClusterVersionPolicies.
+func (o ConfigOp) NeedsPolicies() bool {
+	return o.Policy.Extended() || o.OnRaise != bucket.Keep
+}
+
+// Type is TypeSetTierV2 when s is audited.
+func (s SetTier) Type() Type {
+	if s.audited() {
+		return TypeSetTierV2
+	}
+	return TypeSetTier
+}
 func (Reclaim) Type() Type { return TypeReclaim }
 
 // ErrMalformed is returned (wrapped) by Decode for bytes that are not a
@@ -270,7 +307,8 @@ func (o ConfigOp) appendPayload(b []byte) []byte {
 		return appendPolicy(b, o.Policy)
 	}
 	b = appendPolicyV2(b, o.Policy)
-	return append(b, byte(o.OnRaise))
+	b = append(b, byte(o.OnRaise))
+	return o.Audited.append(b)
 }
 
 func (ic InstallConfig) appendPayload(b []byte) []byte {
@@ -279,7 +317,20 @@ func (ic InstallConfig) appendPayload(b []byte) []byte {
 
 func (s SetTier) appendPayload(b []byte) []byte {
 	b = binenc.AppendString(b, s.Client)
-	return binenc.AppendString(b, s.Tier)
+	b = binenc.AppendString(b, s.Tier)
+	if s.Type() == TypeSetTierV2 {
+		b = s.Audited.append(b)
+	}
+	return b
+}
+
+func (a Audited) append(b []byte) []byte {
+	b = binary.AppendVarint(b, a.Stamp)
+	return binenc.AppendString(b, a.Actor)
+}
+
+func (r *reader) audited() Audited {
+	return Audited{Stamp: r.Varint(), Actor: r.Str(maxFieldLen)}
 }
 
 func (r Reclaim) appendPayload(b []byte) []byte {
@@ -296,9 +347,10 @@ func newDecoders() map[Type]decodeFunc {
 		TypeConfigOp:      decodeConfigOp(false),
 		TypeInstallConfig: decodeInstallConfig(false),
 
-		TypeConfigOpPolicies:      decodeConfigOp(true),
+		TypeConfigOpV2:            decodeConfigOp(true),
 		TypeInstallConfigPolicies: decodeInstallConfig(true),
-		TypeSetTier:               decodeSetTier,
+		TypeSetTier:               decodeSetTier(false),
+		TypeSetTierV2:             decodeSetTier(true),
 		TypeReclaim:               decodeReclaim,
 
 		TypeSetClusterVersion: decodeSetClusterVersion,
@@ -339,6 +391,8 @@ func Validate(c Command) error {
 			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
 		case c.Kind != OpSetTier && c.Kind != OpDeleteTier && c.Kind != OpSetDefault:
 			err = fmt.Errorf("config op kind %d", c.Kind)
+		default:
+			err = c.Audited.validate()
 		}
 	case InstallConfig:
 		for name := range c.Config.Tiers {
@@ -355,10 +409,14 @@ func Validate(c Command) error {
 			err = fmt.Errorf("client id of %d bytes, must be 1..%d", len(c.Client), MaxClientLen)
 		case len(c.Tier) > bucket.MaxTierNameLen:
 			err = fmt.Errorf("tier name of %d bytes, at most %d", len(c.Tier), bucket.MaxTierNameLen)
+		default:
+			err = c.Audited.validate()
 		}
 	case ResetClient:
 		if c.Client == "" || len(c.Client) > MaxClientLen {
 			err = fmt.Errorf("client id of %d bytes, must be 1..%d", len(c.Client), MaxClientLen)
+		} else {
+			err = c.Audited.validate()
 		}
 	case Reclaim, SetClusterVersion, AllocateEpoch:
 	default:
@@ -454,7 +512,7 @@ func decodeAllow(origins bool) decodeFunc {
 	}
 }
 
-// decodeConfigOp decodes TypeConfigOp, or TypeConfigOpPolicies when v2 is
+// decodeConfigOp decodes TypeConfigOp, or TypeConfigOpV2 when v2 is
 // set.
 func decodeConfigOp(v2 bool) decodeFunc {
 	return func(r *reader) (Command, error) {
@@ -468,6 +526,7 @@ func decodeConfigOp(v2 bool) decodeFunc {
 			if r.Err == nil && o.OnRaise > bucket.Fill {
 				r.Fail("on_raise %d", o.OnRaise)
 			}
+			o.Audited = r.audited()
 		}
 		if r.Err != nil {
 			return nil, r.Err
@@ -485,9 +544,15 @@ func decodeInstallConfig(v2 bool) decodeFunc {
 	}
 }
 
-func decodeSetTier(r *reader) (Command, error) {
-	s := SetTier{Client: r.Str(maxFieldLen), Tier: r.Str(maxFieldLen)}
-	return s, r.Err
+// decodeSetTier decodes TypeSetTier, or TypeSetTierV2 when audited is set.
+func decodeSetTier(audited bool) decodeFunc {
+	return func(r *reader) (Command, error) {
+		s := SetTier{Client: r.Str(maxFieldLen), Tier: r.Str(maxFieldLen)}
+		if audited {
+			s.Audited = r.audited()
+		}
+		return s, r.Err
+	}
 }
 
 func decodeReclaim(r *reader) (Command, error) {

@@ -127,7 +127,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"envelope 0", []byte{0, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"envelope 2", []byte{2, byte(fsm.TypeReclaim), 0}, fsm.ErrUnknownCommand},
 		{"type 0", []byte{fsm.EnvelopeVersion, 0, 0}, fsm.ErrUnknownCommand},
-		{"type 12", []byte{fsm.EnvelopeVersion, 12}, fsm.ErrUnknownCommand},
+		{"type 13", []byte{fsm.EnvelopeVersion, 13}, fsm.ErrUnknownCommand},
 		{"reset client without its client", []byte{fsm.EnvelopeVersion, byte(fsm.TypeResetClient)}, fsm.ErrMalformed},
 		{"reset client empty", fsm.Encode(fsm.ResetClient{}), fsm.ErrMalformed},
 		{"allocate epoch with a payload", cat(hdr(fsm.TypeAllocateEpoch), []byte{1}), fsm.ErrMalformed},

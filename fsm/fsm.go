@@ -128,7 +128,7 @@ type FSM struct {
 	nBuckets  atomic.Int64  // len(buckets), readable without the lock
 	// stateBytes estimates what the state costs in live heap (see
 	// StateBytes), readable without the lock; mapBytes is the part of it
-	// the buckets and tier assignments cost.
+	// the buckets, tier assignments and audit trail cost.
 	stateBytes atomic.Int64
 	mapBytes   int64
 	// evictedEarly counts request ids this replica forgot before their
@@ -140,7 +140,11 @@ type FSM struct {
 	// windows holds the clients whose policy is a sliding window. A client
 	// has state in at most one of buckets and windows, the one of its
 	// policy's algorithm: a change of algorithm converts it (convert).
-	windows  *cowMap[bucket.Window]
+	windows *cowMap[bucket.Window]
+	// records and audit are the audit trail (audit.go): operator actions
+	// per client, and the last configuration changes, oldest first.
+	records  *cowMap[ClientRecord]
+	audit    []AuditEntry
 	dedup    *dedupWindow // by request id
 	byOrigin *dedupWindow // requests without an id, by origin
 	marks    map[uint32]originMark
@@ -188,13 +192,14 @@ func New(opts Options) (*FSM, error) {
 		TypeConfigOp:      func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
 		TypeInstallConfig: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
 		TypeSetTier:       func(c Command) any { return f.applySetTier(c.(SetTier)) },
+		TypeSetTierV2:     func(c Command) any { return f.applySetTier(c.(SetTier)) },
 		TypeReclaim:       func(c Command) any { return f.applyReclaim(c.(Reclaim)) },
 
 		TypeSetClusterVersion: func(c Command) any { return f.applySetClusterVersion(c.(SetClusterVersion)) },
 		TypeAllocateEpoch:     func(c Command) any { return f.applyAllocateEpoch(c.(AllocateEpoch)) },
 		TypeResetClient:       func(c Command) any { return f.applyResetClient(c.(ResetClient)) },
 
-		TypeConfigOpPolicies:      func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
+		TypeConfigOpV2:            func(c Command) any { return f.applyConfigOp(c.(ConfigOp)) },
 		TypeInstallConfigPolicies: func(c Command) any { return f.applyInstallConfig(c.(InstallConfig)) },
 	}
 	return f, nil
@@ -209,6 +214,8 @@ func (f *FSM) reset() {
 	f.tiers = newCowMap[string]()
 	f.buckets = newCowMap[bucket.State]()
 	f.windows = newCowMap[bucket.Window]()
+	f.records = newCowMap[ClientRecord]()
+	f.audit = nil
 	forgot := func(e dedupEntry) { f.forget(e.decision.Origin, f.highWater) }
 	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
 	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
@@ -439,6 +446,9 @@ func (f *FSM) applyConfigOp(o ConfigOp) *ConfigResult {
 	if err != nil {
 		return &ConfigResult{Version: f.config.Version, Err: err}
 	}
+	if f.recording(o.Audited) {
+		f.recordChange(o, f.config, next)
+	}
 	f.setConfig(next)
 	return &ConfigResult{Version: next.Version, Changed: true}
 }
@@ -520,6 +530,9 @@ func (f *FSM) applySetTier(s SetTier) *SetTierResult {
 	_, from := f.config.Resolve(prev)
 	_, to := f.config.Resolve(s.Tier)
 	f.convert(s.Client, from, to, f.highWater)
+	if f.recording(s.Audited) {
+		f.recordAssignment(s.Client, s.Tier, act(s.Audited))
+	}
 	if s.Tier == "" {
 		f.tiers.delete(s.Client)
 	} else {
@@ -533,6 +546,7 @@ func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
 	now := f.advance(r.Stamp)
 	res := &ReclaimResult{Dedup: f.dedup.expire(now) + f.byOrigin.expire(now)}
 	f.pruneMarks(now)
+	f.pruneRecords(now)
 	// Each deletion depends only on its own bucket, so map order cannot
 	// change the outcome.
 	res.Buckets = f.buckets.deleteIf(func(client string, s bucket.State) bool {

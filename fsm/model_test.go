@@ -57,6 +57,12 @@ type model struct {
 	seen   map[dedupKey]modelSeen
 	puts   int
 	fills  int // changes that filled a tier
+
+	// The audit trail: the configuration changes, oldest first, and per
+	// client its last assignment and reset.
+	audit   []fsm.AuditEntry
+	records map[string]fsm.ClientRecord
+	pruned  int // records forgotten
 }
 
 // Tier names the driver uses. The model knows which are invalid by this list,
@@ -71,6 +77,7 @@ func newModel(def bucket.Policy, window int64, maxIDs int) *model {
 	return &model{
 		def: def, tiers: map[string]bucket.Policy{}, assign: map[string]string{},
 		buckets: map[string]*modelBucket{}, windows: map[string][]modelAdmission{}, window: window, max: maxIDs, seen: map[dedupKey]modelSeen{},
+		records: map[string]fsm.ClientRecord{},
 	}
 }
 
@@ -347,13 +354,56 @@ func (m *model) reclaim() int {
 			n++
 		}
 	}
+	// A record outlives the bucket, and the assignment by 30 days.
+	for c, r := range m.records {
+		if _, assigned := m.assign[c]; !assigned && max(r.Assigned.At, r.Reset.At) < m.now-int64(30*24*time.Hour) {
+			delete(m.records, c)
+			m.pruned++
+		}
+	}
 	return n
+}
+
+// isAudited reports whether an operator action is recorded: it has a
+// stamp or an actor.
+func isAudited(a fsm.Audited) bool { return a.Stamp != 0 || a.Actor != "" }
+
+// act is what an audited action records: an action without an actor is
+// anonymous's.
+func act(a fsm.Audited) fsm.Act {
+	if a.Actor == "" {
+		return fsm.Act{At: a.Stamp, By: "anonymous"}
+	}
+	return fsm.Act{At: a.Stamp, By: a.Actor}
+}
+
+// recordChange adds a configuration change to the trail, from the
+// policies before and after it.
+func (m *model) recordChange(op fsm.ConfigOp, before, after *bucket.Policy) {
+	if !isAudited(op.Audited) {
+		return
+	}
+	m.audit = append(m.audit, fsm.AuditEntry{Version: m.version, Act: act(op.Audited), Kind: op.Kind, Tier: op.Tier, Before: before, After: after, OnRaise: op.OnRaise})
+}
+
+// policyOf is the policy tier has in the model, or nil; "" is the
+// default.
+func (m *model) policyOf(tier string) *bucket.Policy {
+	if tier == "" {
+		p := m.def
+		return &p
+	}
+	if p, ok := m.tiers[tier]; ok {
+		return &p
+	}
+	return nil
 }
 
 // configOp returns the error the FSM must refuse op with, or nil after
 // applying it.
 func (m *model) configOp(op fsm.ConfigOp) error {
 	before := m.snapshotResolve()
+	was := m.policyOf(op.Tier)
 	filled := map[string]bool{}
 	switch op.Kind {
 	case fsm.OpSetTier:
@@ -387,6 +437,7 @@ func (m *model) configOp(op fsm.ConfigOp) error {
 		m.fills++
 	}
 	m.changePolicies(before, filled)
+	m.recordChange(op, was, m.policyOf(op.Tier))
 	return nil
 }
 
@@ -648,7 +699,12 @@ func (d *driver) configOp() {
 	if op.Kind != fsm.OpDeleteTier && d.rng.IntN(3) == 0 {
 		op.OnRaise = bucket.Fill
 	}
-	res, ok := d.apply(op).(*fsm.ConfigResult)
+	op.Audited = d.audited()
+	got := d.apply(op)
+	if d.refusedAudit(op.Audited, got) {
+		return
+	}
+	res, ok := got.(*fsm.ConfigResult)
 	require.True(d.t, ok, d.fail("config op returned no *ConfigResult"))
 	wantErr := d.m.configOp(op)
 	if wantErr != nil {
@@ -701,9 +757,47 @@ func (d *driver) installConfig() {
 	assert.Equal(d.t, &fsm.ConfigResult{Version: d.m.version, Changed: changed}, res, d.fail("install v%d", cfg.Version))
 }
 
+// actors are the names the driver makes changes as.
+var actors = []string{"ops", "deploy-bot", "anonymous"}
+
+// audited draws who made an operator action and when: a third are not
+// recorded (as cluster version 1 writes them), some are anonymous, and a
+// few carry a stamp or an actor the FSM must refuse.
+func (d *driver) audited() fsm.Audited {
+	stamp := max(0, d.stamp())
+	switch x := d.rng.IntN(24); {
+	case x < 8:
+		return fsm.Audited{}
+	case x < 9:
+		return []fsm.Audited{{Stamp: -1 - d.rng.Int64N(1000), Actor: "ops"}, {Stamp: stamp, Actor: strings.Repeat("a", 65)}}[d.rng.IntN(2)]
+	case x < 12:
+		return fsm.Audited{Stamp: stamp}
+	}
+	return fsm.Audited{Stamp: stamp, Actor: d.pick(actors)}
+}
+
+// refusedAudit checks that an action with an invalid stamp or actor was
+// refused, and reports whether it was one.
+func (d *driver) refusedAudit(a fsm.Audited, res any) bool {
+	if a.Stamp >= 0 && len(a.Actor) <= 64 {
+		return false
+	}
+	rej, ok := res.(*fsm.Rejected)
+	assert.True(d.t, ok, d.fail("%+v: got %T, want *Rejected", a, res))
+	if ok {
+		assert.ErrorIs(d.t, rej.Err, fsm.ErrInvalidCommand)
+	}
+	d.refused++
+	return true
+}
+
 func (d *driver) setTier() {
-	s := fsm.SetTier{Client: d.client(), Tier: d.pick(modelAssignNames)}
-	res, ok := d.apply(s).(*fsm.SetTierResult)
+	s := fsm.SetTier{Client: d.client(), Tier: d.pick(modelAssignNames), Audited: d.audited()}
+	got := d.apply(s)
+	if d.refusedAudit(s.Audited, got) {
+		return
+	}
+	res, ok := got.(*fsm.SetTierResult)
 	require.True(d.t, ok, d.fail("set-tier returned no *SetTierResult"))
 	assert.Equal(d.t, d.m.assign[s.Client], res.Previous, d.fail("%+v previous", s))
 	_, from := d.m.resolve(s.Client)
@@ -714,15 +808,29 @@ func (d *driver) setTier() {
 	}
 	_, to := d.m.resolve(s.Client)
 	d.m.convert(s.Client, from, to)
+	if isAudited(s.Audited) {
+		r := d.m.records[s.Client]
+		r.Assigned, r.AssignedTier = act(s.Audited), s.Tier
+		d.m.records[s.Client] = r
+	}
 }
 
 // resetClient forgets a client's bucket; the model drops it too, and keeps
 // the client's tier and remembered request ids.
 func (d *driver) resetClient() {
-	c := fsm.ResetClient{Client: d.client()}
-	res, ok := d.apply(c).(*fsm.ResetResult)
+	c := fsm.ResetClient{Client: d.client(), Audited: d.audited()}
+	got := d.apply(c)
+	if d.refusedAudit(c.Audited, got) {
+		return
+	}
+	res, ok := got.(*fsm.ResetResult)
 	require.True(d.t, ok, d.fail("reset-client returned no *ResetResult"))
 	assert.Equal(d.t, d.m.forget(c.Client), res.Existed, d.fail("%+v existed", c))
+	if isAudited(c.Audited) {
+		r := d.m.records[c.Client]
+		r.Reset = act(c.Audited)
+		d.m.records[c.Client] = r
+	}
 	d.resets++
 }
 
@@ -745,6 +853,15 @@ func (d *driver) checkState() {
 	assert.Equal(d.t, len(d.m.assign), assignments, d.fail("assignment count"))
 	assert.Equal(d.t, d.m.now, d.f.HighWater(), d.fail("high water"))
 	assert.Equal(d.t, d.m.version, d.f.Config().Version, d.fail("config version"))
+	trail := d.f.Audit(0, fsm.MaxAuditEntries)
+	assert.Equal(d.t, d.m.audit, trail.Entries, d.fail("audit trail"))
+	assert.False(d.t, trail.More, d.fail("audit trail: more than it holds"))
+	for _, c := range d.clients {
+		r, ok := d.f.Record(c)
+		want, wantOK := d.m.records[c]
+		assert.Equal(d.t, wantOK, ok, d.fail("record of %s kept", c))
+		assert.Equal(d.t, want, r, d.fail("record of %s", c))
+	}
 	if d.t.Failed() {
 		d.t.FailNow()
 	}
@@ -758,7 +875,7 @@ func (d *driver) checkViews() {
 		known := d.m.known(c)
 		if p.Algorithm == bucket.SlidingWindow {
 			used := d.m.used(c, p)
-			want := fsm.ClientView{Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now,
+			want := fsm.ClientView{Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now, Record: d.m.records[c],
 				Decision: bucket.Decision{Allowed: used+1 <= p.Capacity, Remaining: max(0, p.Capacity-used) * bucket.Scale, Limit: p.Capacity}}
 			// The view's times are the decision's: compare them through a
 			// peek, which changes nothing.
@@ -769,7 +886,7 @@ func (d *driver) checkViews() {
 		}
 		tokens := d.m.balance(c, p)
 		want := fsm.ClientView{
-			Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now,
+			Client: c, AssignedTier: d.m.assign[c], Tier: tier, Policy: p, Known: known, At: d.m.now, Record: d.m.records[c],
 			Decision: bucket.Decision{
 				Allowed: tokens.Cmp(big.NewRat(1, 1)) >= 0, Remaining: floorNano(tokens), Limit: p.Capacity,
 				RetryAfter: waitFor(p, tokens, 1), ResetAfter: waitFor(p, tokens, p.Capacity),
@@ -869,6 +986,8 @@ func TestModel(t *testing.T) {
 	assert.Greater(t, d.windowDecisions, 1000, "few sliding-window decisions")
 	assert.Greater(t, d.shadowDecisions, 1000, "few shadow decisions")
 	assert.Greater(t, d.m.fills, 0, "no fill on raise")
+	assert.Greater(t, len(d.m.audit), 50, "few configuration changes audited")
+	assert.Greater(t, d.m.pruned, 0, "no client record outlived its retention")
 	assert.Greater(t, d.restarts, 0, "no restart from a snapshot")
 	assert.Greater(t, d.refused, 0, "no config op refused")
 	assert.Greater(t, d.allowed, 0)

@@ -24,9 +24,9 @@ func TestPolicyEntriesKeepTheOldTypesWhenTheyCan(t *testing.T) {
 	assert.Equal(t, fsm.TypeConfigOp, plain.Type())
 	fill := plain
 	fill.OnRaise = bucket.Fill
-	assert.Equal(t, fsm.TypeConfigOpPolicies, fill.Type())
+	assert.Equal(t, fsm.TypeConfigOpV2, fill.Type())
 	shadow := setTierOp("pro", bucket.Policy{Capacity: 5, Rate: 1, Mode: bucket.Shadow})
-	assert.Equal(t, fsm.TypeConfigOpPolicies, shadow.Type())
+	assert.Equal(t, fsm.TypeConfigOpV2, shadow.Type())
 	cfg := bucket.Config{Version: 3, Default: policy(5, 1), Tiers: map[string]bucket.Policy{"w": window(10, time.Minute)}}
 	assert.Equal(t, fsm.TypeInstallConfigPolicies, fsm.InstallConfig{Config: cfg}.Type())
 	assert.Equal(t, fsm.TypeInstallConfig, fsm.InstallConfig{Config: bucket.Config{Version: 3, Default: policy(5, 1)}}.Type())

@@ -25,6 +25,9 @@ type ClientView struct {
 	Decision bucket.Decision
 	// At is the group time the view was computed at.
 	At int64
+	// Record is what the group remembers of the operator actions on the
+	// client (the zero record if none).
+	Record ClientRecord
 }
 
 // Config returns the configuration in force. The caller must not modify its
@@ -107,6 +110,7 @@ func (f *FSM) View(client string, now int64) ClientView {
 	assigned, _ := f.tiers.get(client)
 	tier, p := f.config.Resolve(assigned)
 	v := ClientView{Client: client, AssignedTier: assigned, Tier: tier, Policy: p, At: now}
+	v.Record, _ = f.records.get(client)
 	if p.Algorithm == bucket.SlidingWindow {
 		var w bucket.Window
 		w, v.Known = f.windows.get(client)

@@ -48,6 +48,8 @@ type snapshot struct {
 	tiers     frozenMap[string]
 	buckets   frozenMap[bucket.State]
 	windows   frozenMap[bucket.Window]
+	records   frozenMap[ClientRecord]
+	audit     []AuditEntry
 	hold      *snapshotHold // nil for a decoded snapshot
 	dedup     []dedupEntry  // by request id
 	byOrigin  []dedupEntry  // by origin
@@ -74,6 +76,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		tiers:     f.tiers.freeze(hold),
 		buckets:   f.buckets.freeze(hold),
 		windows:   f.windows.freeze(hold),
+		records:   f.records.freeze(hold),
+		audit:     f.audit[:len(f.audit):len(f.audit)],
 		hold:      hold,
 		dedup:     f.dedup.order[:len(f.dedup.order):len(f.dedup.order)],
 		byOrigin:  f.byOrigin.order[:len(f.byOrigin.order):len(f.byOrigin.order)],
@@ -191,6 +195,14 @@ func (s *snapshot) writeTo(w io.Writer) error {
 				b = binary.AppendVarint(b, a.At)
 				b = binary.AppendUvarint(b, uint64(a.Cost))
 			}
+			if err := flush(false); err != nil {
+				return err
+			}
+		}
+		b = s.appendAudit(b)
+		b = binary.AppendUvarint(b, uint64(s.records.len()))
+		for _, e := range s.records.sorted() {
+			b = appendRecord(b, e.k, e.v)
 			if err := flush(false); err != nil {
 				return err
 			}
@@ -315,6 +327,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, tier := range s.tiers[0] {
 		f.mapBytes += tierBytes(tier)
 	}
+	if len(s.records) > 0 {
+		f.records = cowMapOf(s.records[0])
+		for client, r := range s.records[0] {
+			f.mapBytes += recordBytes(client, r)
+		}
+	}
+	f.audit = s.audit
+	for _, e := range s.audit {
+		f.mapBytes += auditBytes(e)
+	}
 	f.settle()
 	return nil
 }
@@ -398,6 +420,7 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 			}
 			windows[c] = w
 		}
+		r.readAudit(s)
 	}
 	if r.Err == nil && len(r.B) != 0 {
 		r.Fail("%d trailing bytes", len(r.B))
@@ -458,6 +481,9 @@ func (s *snapshot) validate() error {
 				return fmt.Errorf("window %q: admissions out of order", client)
 			}
 		}
+	}
+	if err := s.validateAudit(); err != nil {
+		return err
 	}
 	if err := s.validateDedup(s.dedup, false); err != nil {
 		return err

@@ -32,10 +32,15 @@ const (
 	// ClusterVersionPolicies is the same version, for what else it brings
 	// (one release introduced both): policies beyond v0.14.0's token bucket
 	// (sliding windows, shadow mode, when_unavailable) and fill on raise,
-	// in entries of TypeConfigOpPolicies and TypeInstallConfigPolicies, in
+	// in entries of TypeConfigOpV2 and TypeInstallConfigPolicies, in
 	// format 3 snapshots and in forwarded decisions; and the reset of a
 	// client (TypeResetClient).
 	ClusterVersionPolicies = ClusterVersionOriginsAlways
+	// ClusterVersionAudit is the same version again: operator actions
+	// carry who made them and when (fsm.Audited; TypeConfigOpV2,
+	// TypeSetTierV2, TypeResetClient), and groups keep the audit trail
+	// (audit.go) in format 3 snapshots.
+	ClusterVersionAudit = ClusterVersionOriginsAlways
 
 	// MaxClusterVersion is the highest cluster version this binary can run.
 	MaxClusterVersion = ClusterVersionOriginsAlways

@@ -87,9 +87,10 @@ func TestSnapshotFormatFollowsTheClusterVersion(t *testing.T) {
 	assert.Equal(t, byte(3), snap[len("QRSNAP")])
 	// Format 3 writes policies with their algorithm, window, mode and
 	// when-unavailable (4 bytes more for the default) and the fills (1),
-	// and ends with the cluster version, the epochs allocated and the
-	// windows (3); the rest is format 2's.
-	require.Len(t, snap, len(old)+5+3)
+	// and ends with the cluster version, the epochs allocated, the
+	// windows, the audit trail and the client records (5); the rest is
+	// format 2's.
+	require.Len(t, snap, len(old)+5+5)
 
 	g := newFSM(t, fsm.Options{Default: policy(5, 0)})
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(snap))))
@@ -97,7 +98,7 @@ func TestSnapshotFormatFollowsTheClusterVersion(t *testing.T) {
 	assert.Equal(t, snap, g.MarshalSnapshot())
 
 	bad := bytes.Clone(snap)
-	bad[len(bad)-3] = byte(fsm.MaxClusterVersion + 1)
+	bad[len(bad)-5] = byte(fsm.MaxClusterVersion + 1)
 	assert.ErrorIs(t, g.Restore(io.NopCloser(bytes.NewReader(bad))), fsm.ErrBadSnapshot, "a version this binary cannot run")
 }
 
