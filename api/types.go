@@ -206,6 +206,12 @@ type ClientResponse struct {
 	Known bool `json:"known"`
 	// StampUnixNano is the group time the view was computed at.
 	StampUnixNano int64 `json:"stamp_unix_nano"`
+	// LastAssigned and LastReset are the client's last tier assignment and
+	// last reset, absent if the cluster remembers none. They outlive the
+	// bucket: a client's record is kept while it has a tier assignment,
+	// and for 30 days after its last act once it has none.
+	LastAssigned *Assignment `json:"last_assigned,omitempty"`
+	LastReset    *Act        `json:"last_reset,omitempty"`
 }
 
 // SetTierRequest is the body of PUT /v1/clients/{client}/tier.

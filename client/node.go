@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/quorate/quorate/api"
@@ -130,6 +131,27 @@ func (n *Node) DeleteTier(ctx context.Context, tier string) (api.ConfigChange, e
 func (n *Node) Tiers(ctx context.Context) (api.TiersResponse, error) {
 	var out api.TiersResponse
 	err := n.do(ctx, http.MethodGet, "/v1/tiers", nil, &out)
+	return out, err
+}
+
+// Audit returns the configuration changes after version since, oldest
+// first, at most limit of them (1..1000; 0 asks for the server's default,
+// 100). A cluster below version 2, which records nothing, answers an
+// *Error with Code api.CodeClusterVersion.
+func (n *Node) Audit(ctx context.Context, since uint64, limit int) (api.AuditResponse, error) {
+	q := url.Values{}
+	if since > 0 {
+		q.Set("since", strconv.FormatUint(since, 10))
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/audit"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out api.AuditResponse
+	err := n.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }
 

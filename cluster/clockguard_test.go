@@ -83,7 +83,7 @@ func TestNodeRestartedWithAClockAheadStampsNothing(t *testing.T) {
 	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "slow",
 		Policy: bucket.Policy{Capacity: 10, Rate: bucket.Scale / 10}})
 	require.NoError(t, err)
-	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "drained", "slow"))
+	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "drained", "slow", "ops"))
 	require.True(t, allowOne(t, tc.nodes[0], "drained", 10).Allowed)
 	require.False(t, allowOne(t, tc.nodes[0], "drained", 1).Allowed)
 

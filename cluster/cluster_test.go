@@ -209,7 +209,7 @@ func testDecisionsAgree(t *testing.T, size int) {
 	n0 := tc.nodes[0]
 	_, err := n0.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: 90, Rate: 0}})
 	require.NoError(t, err)
-	require.NoError(t, tc.nodes[1].SetClientTier(ctx(t), "hot", "fixed"))
+	require.NoError(t, tc.nodes[1].SetClientTier(ctx(t), "hot", "fixed", "ops"))
 
 	// Leaders are spread: with 7 groups over the nodes, every node leads one.
 	require.Eventually(t, func() bool {
@@ -270,7 +270,7 @@ func TestClusterFailoverNeverGivesAFreshBucket(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "fixed", Policy: bucket.Policy{Capacity: 200, Rate: 0}})
 	require.NoError(t, err)
-	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "hot", "fixed"))
+	require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), "hot", "fixed", "ops"))
 
 	victim := tc.leaderOfClient("hot")
 	require.GreaterOrEqual(t, victim, 0)

@@ -21,9 +21,11 @@ import (
 // is left of ctx, until every data group has applied the new version. Groups
 // that have not by then are reported as lagging; they apply it when they can.
 //
-// A policy of cluster version 2 or a fill (fsm.TypeConfigOpV2) is
+// A policy of cluster version 2 or a fill (fsm.ConfigOp.NeedsPolicies) is
 // refused with ErrClusterVersion until the cluster is there, here and on
-// the meta leader against its own replica.
+// the meta leader against its own replica. op.Actor is who asks: the meta
+// leader records it in the audit trail with its time, from cluster
+// version 2 on.
 func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	if err := validateOp(op); err != nil {
 		return api.ConfigChange{}, err
@@ -54,6 +56,10 @@ func (n *Node) changeConfigLocal(ctx context.Context, op fsm.ConfigOp) (api.Conf
 		if _, exists := cfg.Tiers[op.Tier]; !exists {
 			return api.ConfigChange{}, fmt.Errorf("%w: %d tiers defined, at most %d", bucket.ErrTooManyTiers, len(cfg.Tiers), bucket.MaxTiers)
 		}
+	}
+	op.Audited = n.audited(n.meta, op.Actor)
+	if err := fsm.Validate(op); err != nil {
+		return api.ConfigChange{}, err
 	}
 	res, err := n.meta.ApplyLocal(ctx, op)
 	if err != nil {
@@ -106,7 +112,7 @@ func (n *Node) PolicyOf(client string) (string, bucket.Policy) {
 // opNeedsVersion refuses op if it is of a type cluster version v may not
 // commit.
 func opNeedsVersion(op fsm.ConfigOp, v uint32) error {
-	if op.Type() == fsm.TypeConfigOpV2 && v < fsm.ClusterVersionPolicies {
+	if op.NeedsPolicies() && v < fsm.ClusterVersionPolicies {
 		return fmt.Errorf("%w: sliding windows, shadow mode, when_unavailable and on_raise need cluster version %d, the cluster is at %d",
 			ErrClusterVersion, fsm.ClusterVersionPolicies, v)
 	}
@@ -181,6 +187,38 @@ func (n *Node) waitApplied(ctx context.Context, version uint64) api.ConfigChange
 			return cc
 		}
 	}
+}
+
+// Audit returns the configuration changes after version since, at most
+// limit of them (held to 1..MaxAuditPage), from the meta group's leader
+// after it confirms its leadership. Refused with ErrClusterVersion below
+// cluster version 2, before which nothing is recorded.
+func (n *Node) Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error) {
+	if v := n.ClusterVersion(); v < fsm.ClusterVersionAudit {
+		return fsm.AuditPage{}, fmt.Errorf("%w: the audit trail starts at cluster version %d, the cluster is at %d", ErrClusterVersion, fsm.ClusterVersionAudit, v)
+	}
+	var p fsm.AuditPage
+	err := n.atLeader(ctx, n.meta,
+		func() (err error) { p, err = n.auditLocal(ctx, since, limit); return err },
+		func(addr string) error {
+			w, err := peerrpc.Call[peerrpc.WireAuditPage](ctx, n.rpc, addr, "/internal/audit", peerrpc.WireAuditReq{Since: since, Limit: limit})
+			if err == nil {
+				p, err = w.Page()
+			}
+			return err
+		})
+	return p, err
+}
+
+// MaxAuditPage is the most changes one Audit call returns.
+const MaxAuditPage = 1000
+
+// auditLocal is Audit on the meta group's leader.
+func (n *Node) auditLocal(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error) {
+	if err := n.meta.VerifyRead(ctx); err != nil {
+		return fsm.AuditPage{}, err
+	}
+	return n.meta.FSM.Audit(since, min(max(limit, 1), MaxAuditPage)), nil
 }
 
 // Config returns the configuration in force, read from the meta group's

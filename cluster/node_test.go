@@ -85,7 +85,7 @@ func TestWorkedExampleOnNode(t *testing.T) {
 		o.Initial = bucket.Config{Default: bucket.Policy{Capacity: 3, Rate: bucket.Scale}}
 	})
 	setTier(t, n, "free", 5, 1)
-	require.NoError(t, n.SetClientTier(ctx(t), "alice", "free"))
+	require.NoError(t, n.SetClientTier(ctx(t), "alice", "free", "ops"))
 
 	type step struct {
 		advance   time.Duration
@@ -133,7 +133,7 @@ func testRestartKeepsState(t *testing.T, layout string) {
 	clock := NewManualClock()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout })
 	setTier(t, n, "pro", 100, 0)
-	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro"))
+	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro", "ops"))
 	for range 30 {
 		allowOne(t, n, "carol", 1)
 	}
@@ -167,7 +167,7 @@ func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
 	clock := NewManualClock()
 	n := startNode(t, t.TempDir(), clock)
 	setTier(t, n, "fixed", 500, 0)
-	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed"))
+	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed", "ops"))
 
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -326,7 +326,7 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 			timings.TrailingLogs = 10
 			n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout; o.Raft = timings })
 			setTier(t, n, "fixed", 1000, 0)
-			require.NoError(t, n.SetClientTier(ctx(t), "eve", "fixed"))
+			require.NoError(t, n.SetClientTier(ctx(t), "eve", "fixed", "ops"))
 			g := n.groupFor("eve")
 			for range 300 {
 				allowOne(t, n, "eve", 1)

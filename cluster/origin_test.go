@@ -102,7 +102,7 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 	require.NoError(t, err)
 	clients := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 	for _, c := range clients {
-		require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), c, "fixed"))
+		require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), c, "fixed", "ops"))
 	}
 
 	var acked, unknown atomic.Int64

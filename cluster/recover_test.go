@@ -22,7 +22,7 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	require.NoError(t, err)
 	clients := []string{"a", "b", "c", "d", "e", "f"}
 	for i, c := range clients {
-		require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), c, "fixed"))
+		require.NoError(t, tc.nodes[0].SetClientTier(ctx(t), c, "fixed", "ops"))
 		_, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: c, Cost: int64(i + 1)}})
 		require.NoError(t, err)
 	}

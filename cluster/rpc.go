@@ -16,14 +16,13 @@ func (n *Node) rpcHandler() http.Handler {
 		return peerrpc.ToWireClientView(v), err
 	})
 	peerrpc.Handle(mux, "/internal/set-tier", func(ctx context.Context, req peerrpc.ClientReq) (struct{}, error) {
-		_, err := n.groupFor(req.Client).ApplyLocal(ctx, fsm.SetTier{Client: req.Client, Tier: req.Tier})
-		return struct{}{}, err
+		return struct{}{}, n.setTierLocal(ctx, n.groupFor(req.Client), req.Client, req.Tier, req.Actor)
 	})
 	peerrpc.Handle(mux, "/internal/reset-client", func(ctx context.Context, req peerrpc.ClientReq) (bool, error) {
 		if err := fsm.Validate(fsm.ResetClient{Client: req.Client}); err != nil {
 			return false, err
 		}
-		return n.resetLocal(ctx, n.groupFor(req.Client), req.Client)
+		return n.resetLocal(ctx, n.groupFor(req.Client), req.Client, req.Actor)
 	})
 	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (peerrpc.WireConfigChange, error) {
 		op, err := w.Op()
@@ -32,6 +31,10 @@ func (n *Node) rpcHandler() http.Handler {
 		}
 		cc, err := n.changeConfigLocal(ctx, op)
 		return peerrpc.WireConfigChange(cc), err
+	})
+	peerrpc.Handle(mux, "/internal/audit", func(ctx context.Context, req peerrpc.WireAuditReq) (peerrpc.WireAuditPage, error) {
+		p, err := n.auditLocal(ctx, req.Since, req.Limit)
+		return peerrpc.ToWireAuditPage(p), err
 	})
 	peerrpc.Handle(mux, "/internal/epoch", n.serveEpoch)
 	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -266,29 +267,55 @@ func readErr(err error) error {
 
 // SetClientTier assigns client to tier in the client's group; an empty tier
 // removes the assignment. The tier need not exist: until it does, the client
-// uses the default policy.
-func (n *Node) SetClientTier(ctx context.Context, client, tier string) error {
+// uses the default policy. actor is who asks, for the audit trail (see
+// audited).
+func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) error {
 	if tier != "" {
 		if err := bucket.ValidateTierName(tier); err != nil {
 			return err
 		}
 	}
+	if err := fsm.Validate(fsm.SetTier{Client: client, Tier: tier, Audited: fsm.Audited{Actor: actor}}); err != nil {
+		return err
+	}
 	g := n.groupFor(client)
 	return n.atLeader(ctx, g,
-		func() error { _, err := g.ApplyLocal(ctx, fsm.SetTier{Client: client, Tier: tier}); return err },
+		func() error { return n.setTierLocal(ctx, g, client, tier, actor) },
 		func(addr string) error {
-			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier})
+			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier, Actor: actor})
 			return err
 		})
+}
+
+// setTierLocal is SetClientTier on g's leader.
+func (n *Node) setTierLocal(ctx context.Context, g *raftgroup.Group, client, tier, actor string) error {
+	s := fsm.SetTier{Client: client, Tier: tier, Audited: n.audited(g, actor)}
+	if err := fsm.Validate(s); err != nil { // a peer's request is checked like a caller's
+		return err
+	}
+	_, err := g.ApplyLocal(ctx, s)
+	return err
+}
+
+// audited is who makes a change through g's leader, and when, as the
+// entry carries it: nothing below fsm.ClusterVersionAudit, whose entries
+// the release before must read; from it on, the actor (fsm.Anonymous if
+// none) and this leader's time. The time is only recorded: it moves no
+// group time, so a clock that is off cannot refill a bucket by it.
+func (n *Node) audited(g *raftgroup.Group, actor string) fsm.Audited {
+	if g.FSM.ClusterVersion() < fsm.ClusterVersionAudit {
+		return fsm.Audited{}
+	}
+	return fsm.Audited{Stamp: n.opts.Clock.Now().UnixNano(), Actor: cmp.Or(actor, fsm.Anonymous)}
 }
 
 // ResetClient forgets client's bucket in its group (fsm.ResetClient): its
 // next decision finds it full. Its tier assignment stays. Refused with
 // ErrClusterVersion below cluster version 2, where a replica of the
 // release before could not apply the entry. It reports whether the group
-// held a bucket for the client.
-func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
-	if err := fsm.Validate(fsm.ResetClient{Client: client}); err != nil {
+// held a bucket for the client; actor is who asks, for the audit trail.
+func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, error) {
+	if err := fsm.Validate(fsm.ResetClient{Client: client, Audited: fsm.Audited{Actor: actor}}); err != nil {
 		return false, err
 	}
 	if n.ClusterVersion() < fsm.ClusterVersionPolicies {
@@ -297,9 +324,9 @@ func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
 	g := n.groupFor(client)
 	var existed bool
 	err := n.atLeader(ctx, g,
-		func() (err error) { existed, err = n.resetLocal(ctx, g, client); return err },
+		func() (err error) { existed, err = n.resetLocal(ctx, g, client, actor); return err },
 		func(addr string) (err error) {
-			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client})
+			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client, Actor: actor})
 			return err
 		})
 	return existed, err
@@ -308,19 +335,23 @@ func (n *Node) ResetClient(ctx context.Context, client string) (bool, error) {
 // resetLocal is ResetClient on g's leader, which checks the cluster
 // version again on its own replica: the leader proposes only what every
 // replica of the group can apply.
-func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client string) (bool, error) {
+func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client, actor string) (bool, error) {
 	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionPolicies {
 		return false, fmt.Errorf("%w: group %s is at cluster version %d", ErrClusterVersion, g.ID, v)
 	}
-	res, err := g.ApplyLocal(ctx, fsm.ResetClient{Client: client})
+	r := fsm.ResetClient{Client: client, Audited: n.audited(g, actor)}
+	if err := fsm.Validate(r); err != nil {
+		return false, err
+	}
+	res, err := g.ApplyLocal(ctx, r)
 	if err != nil {
 		return false, err
 	}
-	r, ok := res.(*fsm.ResetResult)
+	out, ok := res.(*fsm.ResetResult)
 	if !ok {
 		return false, fmt.Errorf("group %s: unexpected apply result %T", g.ID, res)
 	}
-	return r.Existed, nil
+	return out.Existed, nil
 }
 
 // Ready returns nil when every group has a known leader and the node has

@@ -136,7 +136,7 @@ func TestForwardedDecisionsCarryTheirRateFromClusterVersion2(t *testing.T) {
 		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = c.version })
 		require.Eventually(t, func() bool { return n.ClusterVersion() == c.version }, 10*time.Second, 5*time.Millisecond)
 		setTier(t, n, "pro", 10, 3)
-		require.NoError(t, n.SetClientTier(ctx(t), "p", "pro"))
+		require.NoError(t, n.SetClientTier(ctx(t), "p", "pro", "ops"))
 
 		req := peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 			{Group: GroupOf("p", len(n.groups)), Requests: []fsm.AllowRequest{{Client: "p", Cost: 1}}},
@@ -171,12 +171,12 @@ func TestResetClientNeedsClusterVersion2(t *testing.T) {
 		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = version })
 		require.Eventually(t, func() bool { return n.ClusterVersion() == version }, 10*time.Second, 5*time.Millisecond)
 		setTier(t, n, "pro", 10, 0)
-		require.NoError(t, n.SetClientTier(ctx(t), "r", "pro"))
+		require.NoError(t, n.SetClientTier(ctx(t), "r", "pro", "ops"))
 		require.True(t, allowOne(t, n, "r", 10).Allowed)
 		g := n.groupFor("r")
 		applied := g.Raft.AppliedIndex()
 
-		had, err := n.ResetClient(ctx(t), "r")
+		had, err := n.ResetClient(ctx(t), "r", "ops")
 		if version < fsm.ClusterVersionOriginsAlways {
 			require.ErrorIs(t, err, ErrClusterVersion)
 			assert.Equal(t, applied, g.Raft.AppliedIndex(), "nothing appended")

@@ -130,6 +130,9 @@ type (
 	ClientReq struct {
 		Client string `json:"client"`
 		Tier   string `json:"tier,omitempty"`
+		// Actor is who asks for a set-tier or reset, for the audit trail
+		// (cluster version 2; older nodes ignore it).
+		Actor string `json:"actor,omitempty"`
 	}
 	Resp[T any] struct {
 		Value T      `json:"value"`

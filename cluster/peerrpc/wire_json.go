@@ -43,20 +43,23 @@ type WireConfigOp struct {
 	Tier    string     `json:"tier,omitempty"`
 	Policy  wirePolicy `json:"policy"`
 	OnRaise uint8      `json:"on_raise,omitempty"` // cluster version 2
+	// Actor is who asks for the change; the meta leader stamps it
+	// (cluster version 2).
+	Actor string `json:"actor,omitempty"`
 }
 
 var opKinds = map[fsm.ConfigOpKind]string{fsm.OpSetTier: "set_tier", fsm.OpDeleteTier: "delete_tier", fsm.OpSetDefault: "set_default"}
 
 // ToWireConfigOp is op as it travels.
 func ToWireConfigOp(op fsm.ConfigOp) WireConfigOp {
-	return WireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy), OnRaise: uint8(op.OnRaise)}
+	return WireConfigOp{Kind: opKinds[op.Kind], Tier: op.Tier, Policy: toWirePolicy(op.Policy), OnRaise: uint8(op.OnRaise), Actor: op.Actor}
 }
 
 // Op is the operation w carries, refused if its kind is unknown.
 func (w WireConfigOp) Op() (fsm.ConfigOp, error) {
 	for k, name := range opKinds {
 		if name == w.Kind {
-			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy(), OnRaise: bucket.OnRaise(w.OnRaise)}, nil
+			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy(), OnRaise: bucket.OnRaise(w.OnRaise), Audited: fsm.Audited{Actor: w.Actor}}, nil
 		}
 	}
 	return fsm.ConfigOp{}, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, w.Kind)
@@ -96,31 +99,32 @@ func (w WireConfig) Config() bucket.Config {
 
 // WireClientView is an fsm.ClientView (POST /internal/client).
 type WireClientView struct {
-	Client       string     `json:"client"`
-	AssignedTier string     `json:"assigned_tier,omitempty"`
-	Tier         string     `json:"tier"`
-	Policy       wirePolicy `json:"policy"`
-	Known        bool       `json:"known"`
-	Allowed      bool       `json:"allowed"`
-	Remaining    int64      `json:"remaining_nanotokens"`
-	Limit        int64      `json:"limit"`
-	RetryAfter   int64      `json:"retry_after_ns"`
-	ResetAfter   int64      `json:"reset_after_ns"`
-	At           int64      `json:"at_unix_nano"`
+	Client       string      `json:"client"`
+	AssignedTier string      `json:"assigned_tier,omitempty"`
+	Tier         string      `json:"tier"`
+	Policy       wirePolicy  `json:"policy"`
+	Known        bool        `json:"known"`
+	Allowed      bool        `json:"allowed"`
+	Remaining    int64       `json:"remaining_nanotokens"`
+	Limit        int64       `json:"limit"`
+	RetryAfter   int64       `json:"retry_after_ns"`
+	ResetAfter   int64       `json:"reset_after_ns"`
+	At           int64       `json:"at_unix_nano"`
+	Record       *wireRecord `json:"record,omitempty"` // cluster version 2
 }
 
 // ToWireClientView is v as it travels.
 func ToWireClientView(v fsm.ClientView) WireClientView {
 	return WireClientView{Client: v.Client, AssignedTier: v.AssignedTier, Tier: v.Tier, Policy: toWirePolicy(v.Policy), Known: v.Known,
 		Allowed: v.Decision.Allowed, Remaining: v.Decision.Remaining, Limit: v.Decision.Limit,
-		RetryAfter: v.Decision.RetryAfter, ResetAfter: v.Decision.ResetAfter, At: v.At}
+		RetryAfter: v.Decision.RetryAfter, ResetAfter: v.Decision.ResetAfter, At: v.At, Record: toWireRecord(v.Record)}
 }
 
 // View is the client view w carries.
 func (w WireClientView) View() fsm.ClientView {
 	return fsm.ClientView{Client: w.Client, AssignedTier: w.AssignedTier, Tier: w.Tier, Policy: w.Policy.policy(), Known: w.Known,
 		Decision: bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, Limit: w.Limit, RetryAfter: w.RetryAfter, ResetAfter: w.ResetAfter},
-		At:       w.At}
+		At:       w.At, Record: w.Record.record()}
 }
 
 // WireConfigChange answers POST /internal/config-op: where the change was

@@ -153,6 +153,7 @@ func TestJSONWireTypesRoundTrip(t *testing.T) {
 		{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 9, Rate: bucket.Scale / 3}},
 		{Kind: fsm.OpDeleteTier, Tier: "pro"},
 		{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1, Rate: 0}},
+		{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 9}, OnRaise: bucket.Fill, Audited: fsm.Audited{Actor: "ops"}},
 	} {
 		got, err := roundTrip(t, ToWireConfigOp(op)).Op()
 		require.NoError(t, err)
@@ -168,6 +169,20 @@ func TestJSONWireTypesRoundTrip(t *testing.T) {
 	v := fsm.ClientView{Client: "a", AssignedTier: "gone", Tier: bucket.DefaultTierName, Policy: cfg.Default, Known: true,
 		Decision: bucket.Decision{Allowed: true, Remaining: 3, Limit: 5, RetryAfter: 0, ResetAfter: 99}, At: 123}
 	assert.Equal(t, v, roundTrip(t, ToWireClientView(v)).View())
+	v.Record = fsm.ClientRecord{Assigned: fsm.Act{At: 5, By: "ops"}, AssignedTier: "pro", Reset: fsm.Act{At: 6, By: fsm.Anonymous}}
+	assert.Equal(t, v, roundTrip(t, ToWireClientView(v)).View(), "with its record")
+
+	window := bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: 60, Window: 60 * bucket.Second, Mode: bucket.Shadow}
+	page := fsm.AuditPage{Entries: []fsm.AuditEntry{
+		{Version: 3, Act: fsm.Act{At: 10, By: "ops"}, Kind: fsm.OpSetTier, Tier: "pro", After: &window, OnRaise: bucket.Fill},
+		{Version: 4, Act: fsm.Act{At: 11, By: "anonymous"}, Kind: fsm.OpDeleteTier, Tier: "pro", Before: &window},
+		{Version: 5, Act: fsm.Act{At: 12, By: "ops"}, Kind: fsm.OpSetDefault, Before: &cfg.Default, After: &cfg.Default},
+	}, More: true, Oldest: 2}
+	got, err := roundTrip(t, ToWireAuditPage(page)).Page()
+	require.NoError(t, err)
+	assert.Equal(t, page, got)
+	_, err = WireAuditPage{Entries: []wireAuditEntry{{Version: 1, Kind: "drop_everything"}}}.Page()
+	assert.ErrorIs(t, err, fsm.ErrInvalidCommand)
 }
 
 // roundTrip encodes v as JSON and decodes it again, as a peer would.

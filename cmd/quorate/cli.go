@@ -34,6 +34,7 @@ Usage:
   quorate tier set NAME --algorithm sliding_window --limit N --window SECONDS
                     [--mode shadow] [--when-unavailable allow] [--on-raise fill]
   quorate tier delete NAME
+  quorate audit [--since VERSION] [--limit N]    configuration changes: who, when, before and after
   quorate default set --capacity C --rate R       (takes the same flags as tier set)
   quorate status                                  nodes and groups as tables (--json: the server's answer)
   quorate members                                 the nodes: state, addresses, versions
@@ -135,6 +136,8 @@ type cli struct {
 	rate      string
 	spec      bucket.Spec // the other policy flags
 	onRaise   string
+	since     uint64
+	limit     int
 }
 
 func (cl *cli) runCommand(ctx context.Context, name string, c command, args []string) error {
@@ -370,6 +373,20 @@ func (cl *cli) commands() map[string]command {
 				return api.StatusResponse{Status: "left"}, nil
 			},
 			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
+		},
+		"audit": {
+			flags: func(fs *flag.FlagSet) {
+				fs.Uint64Var(&cl.since, "since", 0, "list the changes after this configuration version")
+				fs.IntVar(&cl.limit, "limit", 100, "list at most this many changes (1..1000)")
+			},
+			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
+				r, err := c.Audit(ctx, cl.since, cl.limit)
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			},
+			print: func(w io.Writer, v any) { printAudit(w, v.(api.AuditResponse), cl.since) },
 		},
 		"status":  {do: clusterView, print: printStatus},
 		"members": {do: clusterView, print: printMembers},

@@ -165,6 +165,13 @@ func TestCLIAgainstServer(t *testing.T) {
 	out, err = cli("tier", "list")
 	require.NoError(t, err)
 	assert.Regexp(t, `hourly\s+sliding_window\s+3\s+per 3600s\s+shadow\s+allow`, out)
+	out, err = cli("audit")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^VERSION\s+TIME \(UTC\)\s+ACTOR\s+OP\s+TIER\s+BEFORE\s+AFTER\s+ON RAISE$`, out)
+	assert.Regexp(t, `(?m)^\d+\s+\d{4}-\d\d-\d\dT[0-9:]+Z\s+anonymous\s+tier_set\s+hourly\s+-\s+3 per 3600s shadow when_unavailable=allow\s+keep$`, out)
+	out, err = cli("client", "get", "carol")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"last_reset": {`, "the reset is on carol's record")
 	_, err = cli("tier", "set", "hourly", "--algorithm", "sliding_window", "--limit", "3", "--window", "60", "--on-raise", "twice")
 	assert.Equal(t, 2, exitCode(err), "a bad --on-raise is a usage error: %v", err)
 

@@ -179,8 +179,9 @@ func (s *Service) Client(ctx context.Context, client string) (fsm.ClientView, er
 	}, nil
 }
 
-// SetClientTier assigns client to tier; an empty tier removes the assignment.
-func (s *Service) SetClientTier(ctx context.Context, client, tier string) error {
+// SetClientTier assigns client to tier; an empty tier removes the
+// assignment. The ceiling keeps no audit trail: actor is not recorded.
+func (s *Service) SetClientTier(ctx context.Context, client, tier, _ string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -195,8 +196,9 @@ func (s *Service) SetClientTier(ctx context.Context, client, tier string) error 
 	return nil
 }
 
-// ResetClient forgets client's bucket, as the FSM does.
-func (s *Service) ResetClient(ctx context.Context, client string) (bool, error) {
+// ResetClient forgets client's bucket, as the FSM does (recording no
+// actor).
+func (s *Service) ResetClient(ctx context.Context, client, _ string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -244,6 +246,12 @@ func (s *Service) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.Config
 	}
 	s.config.Store(&next)
 	return api.ConfigChange{Version: next.Version, Applied: slices.Clone(s.ids)}, nil
+}
+
+// Audit is refused: the ceiling measures decisions and keeps no audit
+// trail.
+func (s *Service) Audit(context.Context, uint64, int) (fsm.AuditPage, error) {
+	return fsm.AuditPage{}, fmt.Errorf("%w: the in-memory ceiling keeps no audit trail", cluster.ErrClusterVersion)
 }
 
 // Config returns the configuration in force.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"mime"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/fsm"
 )
 
 // access is who may call a route: a set of roles (RoleAdmin may call
@@ -45,6 +47,7 @@ var routeAccess = map[string]access{
 	"PUT /v1/tiers/{tier}":             adminOnly,
 	"DELETE /v1/tiers/{tier}":          adminOnly,
 	"GET /v1/tiers":                    read,
+	"GET /v1/audit":                    read,
 	"PUT /v1/default":                  adminOnly,
 	"GET /v1/cluster":                  read,
 	"GET /v1/routes":                   decide | read, // deciding clients route by it
@@ -104,40 +107,59 @@ func (s *Server) guard(acc access, h handlerFunc) handlerFunc {
 		return h // health checks answer anyone: load balancers carry no tokens
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.check(w, r, acc); err != nil {
+		actor, err := s.check(w, r, acc)
+		if err != nil {
 			s.refused.WithLabelValues(string(err.code)).Inc()
 			return err
+		}
+		if acc == adminOnly && actor != "" {
+			// Only changes are audited: a decision pays for no copy of
+			// its request.
+			r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
 		}
 		return h(w, r)
 	}
 }
 
-func (s *Server) check(w http.ResponseWriter, r *http.Request, acc access) *apiError {
+// actorKey is the request context's key for the name of the token that
+// authenticated an admin request.
+type actorKey struct{}
+
+// actorOf is who makes the change r asks for, for the audit trail: the
+// name of its token, or fsm.Anonymous on a node without an auth file.
+func actorOf(r *http.Request) string {
+	if name, ok := r.Context().Value(actorKey{}).(string); ok {
+		return name
+	}
+	return fsm.Anonymous
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request, acc access) (actor string, _ *apiError) {
 	if s.opts.LoopbackHostOnly && !loopbackHost(r.Host) {
-		return newError(api.CodeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback address; a node without --auth-file answers only requests to 127.0.0.1, [::1] or localhost", r.Host))
+		return "", newError(api.CodeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback address; a node without --auth-file answers only requests to 127.0.0.1, [::1] or localhost", r.Host))
 	}
 	if unsafeMethod(r.Method) {
 		if err := s.origins.Check(r); err != nil {
-			return newError(api.CodeCrossOrigin, "cross-origin browser requests may not change anything; call the API from a server, not a web page")
+			return "", newError(api.CodeCrossOrigin, "cross-origin browser requests may not change anything; call the API from a server, not a web page")
 		}
 		if ct := headerValue(r.Header, "Content-Type"); ct != "" && ct != "application/json" {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				return newError(api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json, or no Content-Type without a body", ct))
+				return "", newError(api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json, or no Content-Type without a body", ct))
 			}
 		}
 	}
 	if s.opts.Auth == nil {
-		return nil
+		return "", nil
 	}
 	tok, ok := s.opts.Auth.identify(bearerToken(headerValue(r.Header, "Authorization")))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="quorate"`)
-		return newError(api.CodeUnauthenticated, "send a known token as Authorization: Bearer <token>")
+		return "", newError(api.CodeUnauthenticated, "send a known token as Authorization: Bearer <token>")
 	}
 	if !acc.allows(tok.role) {
-		return newError(api.CodeForbidden, fmt.Sprintf("token %q has role %s, which may not %s %s", tok.name, tok.role, r.Method, r.URL.Path))
+		return "", newError(api.CodeForbidden, fmt.Sprintf("token %q has role %s, which may not %s %s", tok.name, tok.role, r.Method, r.URL.Path))
 	}
-	return nil
+	return tok.name, nil
 }
 
 // unsafeMethod reports whether method may change state (RFC 9110 §9.2.1).

@@ -67,6 +67,8 @@ func (s *Server) getClient(ctx context.Context, w http.ResponseWriter, r *http.R
 		ResetAfterMs:   ceilDiv(v.Decision.ResetAfter, int64(time.Millisecond)),
 		Known:          v.Known,
 		StampUnixNano:  v.At,
+		LastAssigned:   assignmentJSON(v.Record),
+		LastReset:      actJSON(v.Record.Reset),
 	})
 	return nil
 }
@@ -80,7 +82,7 @@ func (s *Server) setClientTier(ctx context.Context, w http.ResponseWriter, r *ht
 	if err != nil {
 		return err
 	}
-	if err := s.svc.SetClientTier(ctx, client, tier); err != nil {
+	if err := s.svc.SetClientTier(ctx, client, tier, actorOf(r)); err != nil {
 		return err
 	}
 	s.writeJSON(w, http.StatusOK, api.ClientTierResponse{Client: client, Tier: tier})
@@ -92,7 +94,7 @@ func (s *Server) setClientTier(ctx context.Context, w http.ResponseWriter, r *ht
 // cluster_version while a node of the release before may hold a replica.
 func (s *Server) resetClient(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	client := r.PathValue("client")
-	had, err := s.svc.ResetClient(ctx, client)
+	had, err := s.svc.ResetClient(ctx, client, actorOf(r))
 	if err != nil {
 		return err
 	}
@@ -104,7 +106,7 @@ func (s *Server) resetClient(ctx context.Context, w http.ResponseWriter, r *http
 // assignment that does not exist succeeds.
 func (s *Server) removeClientTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
 	client := r.PathValue("client")
-	if err := s.svc.SetClientTier(ctx, client, ""); err != nil {
+	if err := s.svc.SetClientTier(ctx, client, "", actorOf(r)); err != nil {
 		return err
 	}
 	s.writeJSON(w, http.StatusOK, api.ClientTierResponse{Client: client})
@@ -129,7 +131,7 @@ func (s *Server) changePolicy(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		return err
 	}
-	op.Kind, op.Tier = kind, tier
+	op.Kind, op.Tier, op.Actor = kind, tier, actorOf(r)
 	cc, err := s.svc.ChangeConfig(ctx, op)
 	if err != nil {
 		return err
@@ -142,7 +144,7 @@ func (s *Server) changePolicy(ctx context.Context, w http.ResponseWriter, r *htt
 // tier_not_found if there is no such tier. Clients assigned to it fall back
 // to the default policy.
 func (s *Server) deleteTier(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
-	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: r.PathValue("tier")})
+	cc, err := s.svc.ChangeConfig(ctx, fsm.ConfigOp{Kind: fsm.OpDeleteTier, Tier: r.PathValue("tier"), Audited: fsm.Audited{Actor: actorOf(r)}})
 	if err != nil {
 		return err
 	}

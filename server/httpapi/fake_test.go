@@ -38,7 +38,10 @@ type fakeService struct {
 	status        func(ctx context.Context) (api.ClusterStatus, error)
 	ready         func(ctx context.Context) error
 	policyOf      func(client string) (string, bucket.Policy)
+	audit         func(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error)
 	routes        cluster.Routes
+	// actor is the actor of the last change the service was asked for.
+	actor atomic.Pointer[string]
 }
 
 // PolicyOf answers the default policy unless f.policyOf says otherwise.
@@ -74,16 +77,18 @@ func (f *fakeService) Client(ctx context.Context, client string) (fsm.ClientView
 	return f.client(ctx, client)
 }
 
-func (f *fakeService) SetClientTier(ctx context.Context, client, tier string) error {
+func (f *fakeService) SetClientTier(ctx context.Context, client, tier, actor string) error {
 	f.calls.Add(1)
+	f.actor.Store(&actor)
 	if f.setClientTier == nil {
 		return errNotConfigured
 	}
 	return f.setClientTier(ctx, client, tier)
 }
 
-func (f *fakeService) ResetClient(ctx context.Context, client string) (bool, error) {
+func (f *fakeService) ResetClient(ctx context.Context, client, actor string) (bool, error) {
 	f.calls.Add(1)
+	f.actor.Store(&actor)
 	if f.resetClient == nil {
 		return false, errNotConfigured
 	}
@@ -92,10 +97,27 @@ func (f *fakeService) ResetClient(ctx context.Context, client string) (bool, err
 
 func (f *fakeService) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error) {
 	f.calls.Add(1)
+	f.actor.Store(&op.Actor)
 	if f.changeConfig == nil {
 		return api.ConfigChange{}, errNotConfigured
 	}
 	return f.changeConfig(ctx, op)
+}
+
+func (f *fakeService) Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error) {
+	f.calls.Add(1)
+	if f.audit == nil {
+		return fsm.AuditPage{}, errNotConfigured
+	}
+	return f.audit(ctx, since, limit)
+}
+
+// lastActor is the actor of the last change f was asked for.
+func (f *fakeService) lastActor() string {
+	if a := f.actor.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 func (f *fakeService) Config(ctx context.Context) (bucket.Config, error) {

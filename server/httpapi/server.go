@@ -8,8 +8,10 @@
 //	POST   /v1/allow/batch            decide up to Options.MaxBatch requests, answers in order
 //	GET    /v1/clients/{client}       tier, policy and balance, without consuming
 //	PUT    /v1/clients/{client}/tier  assign a tier     DELETE: remove the assignment
+//	POST   /v1/clients/{client}/reset forget the client's bucket or window (admin)
 //	PUT    /v1/tiers/{tier}           set a tier policy DELETE: remove the tier
 //	GET    /v1/tiers                  default, tiers and the configuration version
+//	GET    /v1/audit                  configuration changes: who, when, before and after
 //	PUT    /v1/default                set the default policy
 //	GET    /v1/cluster                cluster.Status
 //	GET    /v1/routes                 api.RoutesResponse
@@ -194,6 +196,7 @@ func New(svc Service, opts Options) *Server {
 		{"PUT", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.putTier)},
 		{"DELETE", "/v1/tiers/{tier}", s.withDeadline(checkTierPath, s.deleteTier)},
 		{"GET", "/v1/tiers", s.withDeadline(nil, s.getTiers)},
+		{"GET", "/v1/audit", s.withDeadline(nil, s.getAudit)},
 		{"PUT", "/v1/default", s.withDeadline(nil, s.putDefault)},
 		{"GET", "/v1/cluster", s.withDeadline(nil, s.getCluster)},
 		{"GET", "/v1/routes", s.getRoutes},

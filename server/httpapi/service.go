@@ -22,12 +22,18 @@ type Service interface {
 	Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
 	// Client returns client's tier, policy and balance without consuming.
 	Client(ctx context.Context, client string) (fsm.ClientView, error)
-	// SetClientTier assigns client to tier; an empty tier removes the assignment.
-	SetClientTier(ctx context.Context, client, tier string) error
-	// ResetClient forgets client's bucket and reports whether there was one.
-	ResetClient(ctx context.Context, client string) (bool, error)
-	// ChangeConfig applies one configuration change and reports where it was applied.
+	// SetClientTier assigns client to tier; an empty tier removes the
+	// assignment. actor is who asks, for the audit trail.
+	SetClientTier(ctx context.Context, client, tier, actor string) error
+	// ResetClient forgets client's bucket and reports whether there was
+	// one. actor is who asks, for the audit trail.
+	ResetClient(ctx context.Context, client, actor string) (bool, error)
+	// ChangeConfig applies one configuration change and reports where it
+	// was applied; op.Actor is who asks, for the audit trail.
 	ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigChange, error)
+	// Audit returns the configuration changes after version since, at
+	// most limit of them (1..cluster.MaxAuditPage).
+	Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error)
 	// Config returns the configuration in force.
 	Config(ctx context.Context) (bucket.Config, error)
 	// Status returns the node's view of the cluster.
