@@ -42,6 +42,33 @@ func TestEveryCodeHasAKindAndAStatus(t *testing.T) {
 	assert.Equal(t, api.Unknown, api.KindOf("from_a_newer_server"), "an unknown code never leads a caller to spend twice")
 }
 
+// The gRPC column agrees with the kinds: gRPC clients retry UNAVAILABLE, so
+// it is exactly the retry-safe codes; a code that may have been decided is
+// never a refusal's (INVALID_ARGUMENT and the like).
+func TestGRPCCodesFollowTheKinds(t *testing.T) {
+	refusals := []api.GRPCCode{api.GRPCInvalidArgument, api.GRPCNotFound, api.GRPCPermissionDenied, api.GRPCResourceExhausted,
+		api.GRPCFailedPrecondition, api.GRPCUnimplemented, api.GRPCUnauthenticated}
+	for _, c := range api.Codes() {
+		m, _ := api.Lookup(c)
+		require.NotZero(t, m.GRPC, "%s has no gRPC code", c)
+		assert.Equal(t, m.Kind == api.RetrySafe, m.GRPC == api.GRPCUnavailable, "%s (%s) is gRPC %d", c, m.Kind, m.GRPC)
+		if m.Kind == api.Refused {
+			assert.Contains(t, refusals, m.GRPC, "%s", c)
+		} else {
+			assert.NotContains(t, refusals, m.GRPC, "%s", c)
+		}
+	}
+	assert.Equal(t, api.GRPCInvalidArgument, mustLookup(t, api.CodeInvalidClient).GRPC)
+	assert.Equal(t, api.GRPCUnauthenticated, mustLookup(t, api.CodeUnauthenticated).GRPC)
+}
+
+func mustLookup(t *testing.T, c api.Code) api.Meaning {
+	t.Helper()
+	m, ok := api.Lookup(c)
+	require.True(t, ok, "%s", c)
+	return m
+}
+
 func TestRoutesHashIsTheClusters(t *testing.T) {
 	assert.Equal(t, grouphash.Name, api.RoutesHash)
 }

@@ -68,45 +68,69 @@ type Meaning struct {
 	// RetryAfter is the Retry-After the server sends with the code, in
 	// seconds (0: none).
 	RetryAfter int
+	// GRPC is the gRPC status code a gRPC answer carries for the code
+	// (google.golang.org/grpc/codes, whose numbers are part of the gRPC
+	// protocol; this package imports nothing to name them).
+	GRPC GRPCCode
 }
 
-// codes is the one table of every code's kind and status.
+// GRPCCode is a gRPC status code.
+type GRPCCode uint32
+
+// The gRPC status codes the table uses (the protocol's numbers).
+const (
+	GRPCUnknown            GRPCCode = 2
+	GRPCInvalidArgument    GRPCCode = 3
+	GRPCDeadlineExceeded   GRPCCode = 4
+	GRPCNotFound           GRPCCode = 5
+	GRPCPermissionDenied   GRPCCode = 7
+	GRPCResourceExhausted  GRPCCode = 8
+	GRPCFailedPrecondition GRPCCode = 9
+	GRPCUnimplemented      GRPCCode = 12
+	GRPCInternal           GRPCCode = 13
+	GRPCUnavailable        GRPCCode = 14
+	GRPCUnauthenticated    GRPCCode = 16
+)
+
+// codes is the one table of every code's kind, HTTP status and gRPC code.
+// Every retry_safe code is gRPC UNAVAILABLE, the code gRPC clients retry;
+// no other is.
 var codes = map[Code]Meaning{
-	CodeInvalidJSON:      {Refused, http.StatusBadRequest, 0},
-	CodeUnknownField:     {Refused, http.StatusBadRequest, 0},
-	CodeDuplicateField:   {Refused, http.StatusBadRequest, 0},
-	CodeInvalidClient:    {Refused, http.StatusBadRequest, 0},
-	CodeInvalidCost:      {Refused, http.StatusBadRequest, 0},
-	CodeInvalidRequestID: {Refused, http.StatusBadRequest, 0},
-	CodeInvalidPolicy:    {Refused, http.StatusBadRequest, 0},
-	CodeInvalidTierName:  {Refused, http.StatusBadRequest, 0},
-	CodeInvalidTimeout:   {Refused, http.StatusBadRequest, 0},
-	CodeInvalidQuery:     {Refused, http.StatusBadRequest, 0},
-	CodeEmptyBatch:       {Refused, http.StatusBadRequest, 0},
-	CodeBatchTooLarge:    {Refused, http.StatusBadRequest, 0},
+	CodeInvalidJSON:      {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeUnknownField:     {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeDuplicateField:   {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidClient:    {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidCost:      {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidRequestID: {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidPolicy:    {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidTierName:  {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidTimeout:   {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeInvalidQuery:     {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeEmptyBatch:       {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
+	CodeBatchTooLarge:    {Refused, http.StatusBadRequest, 0, GRPCInvalidArgument},
 
-	CodeUnauthenticated:      {Refused, http.StatusUnauthorized, 0},
-	CodeForbidden:            {Refused, http.StatusForbidden, 0},
-	CodeCrossOrigin:          {Refused, http.StatusForbidden, 0},
-	CodeHostNotAllowed:       {Refused, http.StatusForbidden, 0},
-	CodeTierNotFound:         {Refused, http.StatusNotFound, 0},
-	CodeNotFound:             {Refused, http.StatusNotFound, 0},
-	CodeMethodNotAllowed:     {Refused, http.StatusMethodNotAllowed, 0},
-	CodeTooManyTiers:         {Refused, http.StatusConflict, 0},
-	CodeClusterVersion:       {Refused, http.StatusConflict, 0},
-	CodeBodyTooLarge:         {Refused, http.StatusRequestEntityTooLarge, 0},
-	CodeUnsupportedMediaType: {Refused, http.StatusUnsupportedMediaType, 0},
+	CodeUnauthenticated:      {Refused, http.StatusUnauthorized, 0, GRPCUnauthenticated},
+	CodeForbidden:            {Refused, http.StatusForbidden, 0, GRPCPermissionDenied},
+	CodeCrossOrigin:          {Refused, http.StatusForbidden, 0, GRPCPermissionDenied},
+	CodeHostNotAllowed:       {Refused, http.StatusForbidden, 0, GRPCPermissionDenied},
+	CodeTierNotFound:         {Refused, http.StatusNotFound, 0, GRPCNotFound},
+	CodeNotFound:             {Refused, http.StatusNotFound, 0, GRPCNotFound},
+	CodeMethodNotAllowed:     {Refused, http.StatusMethodNotAllowed, 0, GRPCUnimplemented},
+	CodeTooManyTiers:         {Refused, http.StatusConflict, 0, GRPCResourceExhausted},
+	CodeClusterVersion:       {Refused, http.StatusConflict, 0, GRPCFailedPrecondition},
+	CodeBodyTooLarge:         {Refused, http.StatusRequestEntityTooLarge, 0, GRPCResourceExhausted},
+	CodeUnsupportedMediaType: {Refused, http.StatusUnsupportedMediaType, 0, GRPCInvalidArgument},
 
-	CodeUnavailable:    {RetrySafe, http.StatusServiceUnavailable, 1},
-	CodeOutcomeUnknown: {Unknown, http.StatusServiceUnavailable, 1},
-	CodeShuttingDown:   {RetrySafe, http.StatusServiceUnavailable, 1},
-	CodeOverloaded:     {RetrySafe, http.StatusServiceUnavailable, 1},
-	CodeTooManyClients: {RetrySafe, http.StatusServiceUnavailable, 1},
-	CodeDiskFull:       {RetrySafe, http.StatusServiceUnavailable, 5},
-	CodeTimeout:        {Unknown, http.StatusServiceUnavailable, 1},
-	CodeNotReady:       {RetrySafe, http.StatusServiceUnavailable, 1},
+	CodeUnavailable:    {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
+	CodeOutcomeUnknown: {Unknown, http.StatusServiceUnavailable, 1, GRPCUnknown},
+	CodeShuttingDown:   {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
+	CodeOverloaded:     {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
+	CodeTooManyClients: {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
+	CodeDiskFull:       {RetrySafe, http.StatusServiceUnavailable, 5, GRPCUnavailable},
+	CodeTimeout:        {Unknown, http.StatusServiceUnavailable, 1, GRPCDeadlineExceeded},
+	CodeNotReady:       {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
 
-	CodeInternal: {Unknown, http.StatusInternalServerError, 0},
+	CodeInternal: {Unknown, http.StatusInternalServerError, 0, GRPCInternal},
 }
 
 // Lookup returns what the table says of c, and false for a code it does
