@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
-	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/server/fallback"
 )
 
 // allow answers POST /v1/allow.
@@ -120,41 +119,17 @@ func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest, out []api.
 }
 
 // degrade answers reqs in out without a decision, and reports true, when
-// err says their groups could not decide in time (unavailable, timeout,
-// outcome unknown) and the tier of every request, as this node knows it
-// (Service.PolicyOf), has "when_unavailable": "allow": each is allowed,
-// marked degraded. A batch with a request of a tier that denies gets the
-// error, as a whole.
+// their groups could not decide in time and every request's tier says
+// "when_unavailable": "allow" (fallback.Degrade).
 func (s *Server) degrade(reqs []fsm.AllowRequest, err error, out []api.AllowResponse) bool {
-	if !undecided(err) {
+	if !fallback.Undecided(err) {
 		return false
 	}
-	now := time.Now().UnixNano()
+	clients := make([]string, len(reqs))
 	for i, r := range reqs {
-		tier, p := s.svc.PolicyOf(r.Client)
-		if p.WhenUnavailable != bucket.AllowDegraded {
-			return false
-		}
-		out[i] = api.AllowResponse{Allowed: true, Degraded: true, Limit: p.Capacity, Tier: tier, StampUnixNano: now, WindowSeconds: p.Window / bucket.Second}
-		if p.Algorithm == bucket.TokenBucket {
-			out[i].RefillPerSecond = s.rates.get(p.Rate)
-		}
+		clients[i] = r.Client
 	}
-	return true
-}
-
-// undecided reports whether err means the cluster could not decide in
-// time: no leader or quorum, or the deadline passed with the outcome
-// unknown.
-func undecided(err error) bool {
-	if e, ok := cluster.Classify(err); ok {
-		switch e.Code() {
-		case api.CodeUnavailable, api.CodeTimeout, api.CodeOutcomeUnknown:
-			return true
-		}
-		return false
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return fallback.Degrade(clients, err, s.svc.PolicyOf, out)
 }
 
 // allowResponse is d as the API answers it.

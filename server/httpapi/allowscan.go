@@ -18,6 +18,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
@@ -105,12 +106,12 @@ func (p *allowScanner) allowObject() (fsm.AllowRequest, bool) {
 			switch m {
 			case memberClient:
 				req.Client, ok = p.str()
-				ok = ok && req.Client != "" && identifierOK(req.Client, fsm.MaxClientLen)
+				ok = ok && req.Client != "" && api.IdentifierOK(req.Client, fsm.MaxClientLen)
 			case memberCost:
 				req.Cost, ok = p.cost()
 			case memberRequestID:
 				req.RequestID, ok = p.str()
-				ok = ok && identifierOK(req.RequestID, fsm.MaxRequestIDLen)
+				ok = ok && api.IdentifierOK(req.RequestID, fsm.MaxRequestIDLen)
 			}
 			if !ok {
 				return req, false

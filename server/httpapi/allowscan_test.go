@@ -279,7 +279,7 @@ func FuzzScanBatch(f *testing.F) {
 	})
 }
 
-// FuzzIdentifierOK checks identifierOK against the rule it implements.
+// FuzzIdentifierOK checks api.IdentifierOK, which the scanner calls, against the rule it implements.
 func FuzzIdentifierOK(f *testing.F) {
 	for _, s := range []string{"", "a", "a\x7f", "a\u0085", "é", "\xff", "a\x00", strings.Repeat("x", 9)} {
 		f.Add(s)
@@ -287,7 +287,7 @@ func FuzzIdentifierOK(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		const max = 8
 		want := len(s) <= max && utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
-		require.Equal(t, want, identifierOK(s, max), "identifierOK(%q, %d)", s, max)
+		require.Equal(t, want, api.IdentifierOK(s, max), "api.IdentifierOK(%q, %d)", s, max)
 	})
 }
 

@@ -8,59 +8,20 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
 )
 
-// checkIdentifier applies the rules shared by client ids and request ids:
-// at most max bytes of valid UTF-8 with no control characters. Emptiness is
-// the caller's business.
+// checkIdentifier applies the rules shared by client ids and request ids
+// (api.IdentifierProblem) to the value of field. Emptiness is the caller's
+// business.
 func checkIdentifier(s, field string, code api.Code, max int) error {
-	if identifierOK(s, max) {
-		return nil
-	}
-	if len(s) > max {
-		return badRequest(code, "%s is %d bytes long; at most %d are allowed", field, len(s), max)
-	}
-	if !utf8.ValidString(s) {
-		return badRequest(code, "%s is not valid UTF-8", field)
-	}
-	for i, c := range s {
-		if unicode.IsControl(c) {
-			return badRequest(code, "%s contains the control character %U at byte %d", field, c, i)
-		}
+	if problem := api.IdentifierProblem(s, max); problem != "" {
+		return badRequest(code, "%s %s", field, problem)
 	}
 	return nil
-}
-
-// identifierOK reports whether checkIdentifier accepts s.
-func identifierOK(s string, max int) bool {
-	if len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			rest := s[i:]
-			if !utf8.ValidString(rest) {
-				return false
-			}
-			for _, r := range rest {
-				if unicode.IsControl(r) {
-					return false
-				}
-			}
-			return true
-		}
-		if c < 0x20 || c == 0x7f { // the ASCII controls
-			return false
-		}
-	}
-	return true
 }
 
 // checkClient validates a client id from a body or a path.
