@@ -38,6 +38,7 @@ type serveFlags struct {
 	nodeID      string
 	dataDir     string
 	httpAddr    string
+	grpcAddr    string
 	raftAddr    string
 	gossipAddr  string
 	join        string
@@ -72,6 +73,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.nodeID, "node-id", "node1", "this node's name in raft and membership")
 	fs.StringVar(&f.dataDir, "data-dir", "quorate-data", "directory for raft logs, snapshots and node identity")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7070", "host:port of the HTTP API")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "if set, host:port of Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with the HTTP API's TLS and tokens")
 	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7071", "host:port of the raft transport and internal RPC; peers dial it")
 	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7072", "host:port for memberlist gossip (TCP and UDP)")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of existing nodes; empty on the first node of a new cluster")
@@ -161,6 +163,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sec, err := newAPISecurity(f.api, f.httpAddr, f.security.insecure, logger)
+	if err == nil {
+		err = checkGRPCAddr(f.grpcAddr, sec, f.security.insecure)
+	}
 	if err != nil {
 		return err
 	}
@@ -260,12 +265,25 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		defer dbg.Close()
 	}
+	var rls *grpcServer
+	grpcErr := make(chan error)
+	if f.grpcAddr != "" {
+		if rls, err = startGRPC(f.grpcAddr, node, sec); err != nil {
+			_ = srv.Close()
+			_ = node.Close()
+			return err
+		}
+		grpcErr = rls.errc
+		logger.Info("envoy rate-limit service serving", "grpc", rls.addr, "tls", sec.tls != nil)
+	}
 	logger.Info("quorate serving", "node", f.nodeID, "http", scheme+"://"+ln.Addr().String(), "tokens", sec.auth != nil, "data_dir", f.dataDir)
 
 	left := false
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
+	case err := <-grpcErr:
+		return fmt.Errorf("grpc server: %w", err)
 	case <-node.Done():
 		left = true // POST /v1/leave
 	case <-ctx.Done():
@@ -281,6 +299,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if rls != nil {
+		rls.stop(sctx, logger)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("http shutdown", "err", err)
 	}

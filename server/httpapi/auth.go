@@ -214,6 +214,15 @@ func (a *Authenticator) Admin(authorization string) bool {
 	return ok && tok.role == RoleAdmin
 }
 
+// MayDecide reports whether authorization (an Authorization header's
+// value, or a gRPC call's authorization metadata) carries a known token,
+// and whether that token may ask for decisions (RoleDecide or RoleAdmin):
+// what the Envoy rate-limit service asks (envoyrls.Authorizer).
+func (a *Authenticator) MayDecide(authorization string) (known, decide bool) {
+	tok, ok := a.identify(bearerToken(authorization))
+	return ok, ok && (tok.role == RoleDecide || tok.role == RoleAdmin)
+}
+
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // header (the scheme is case-insensitive, RFC 9110 §11.1), or "".
 func bearerToken(header string) string {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/server/envoyrls"
+)
+
+// checkGRPCAddr refuses a --grpc-addr that would answer anyone: one that
+// is not loopback on a node without tokens, unless --insecure (the same
+// rule as --http-addr's).
+func checkGRPCAddr(addr string, sec *apiSecurity, insecure bool) error {
+	if addr == "" || sec.auth != nil || insecure || loopbackAddr(addr) {
+		return nil
+	}
+	return usageError{fmt.Errorf("--grpc-addr %s is not a loopback address, and the rate-limit service would decide for anyone who can reach it: "+
+		"give --auth-file (a decide token for Envoy: quorate token new --role decide), or --insecure to run without protection", addr)}
+}
+
+// grpcServer is the Envoy rate-limit service of a running node.
+type grpcServer struct {
+	srv  *grpc.Server
+	addr string
+	errc chan error
+}
+
+// startGRPC serves the Envoy rate-limit service (package envoyrls) of node
+// on addr, with the HTTP API's TLS certificate and tokens.
+func startGRPC(addr string, node *cluster.Node, sec *apiSecurity) (*grpcServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("grpc listener: %w", err)
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(1 << 20), // a request of MaxDescriptors long descriptors fits
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
+	}
+	if sec.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.Clone())))
+	}
+	var eo envoyrls.Options
+	if sec.auth != nil {
+		eo.Auth = sec.auth
+	}
+	g := &grpcServer{srv: grpc.NewServer(opts...), addr: ln.Addr().String(), errc: make(chan error, 1)}
+	envoyrls.New(node, eo).Register(g.srv)
+	go func() {
+		if err := g.srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			g.errc <- err
+		}
+	}()
+	return g, nil
+}
+
+// stop lets calls in flight finish for up to ctx's deadline, then cuts
+// the rest.
+func (g *grpcServer) stop(ctx context.Context, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() { g.srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		logger.Warn("grpc shutdown: calls still in flight were cut")
+		g.srv.Stop()
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// quorate serve --grpc-addr answers Envoy's ShouldRateLimit, sharing the
+// buckets of the HTTP API, and stops with the node.
+func TestServeGRPC(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	c, _, stop := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--grpc-addr", grpcAddr)
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "web", HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
+	}}
+	r, err := rls.ShouldRateLimit(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode())
+	v, err := c.GetClient(context.Background(), "web/remote_address=10.0.0.1")
+	require.NoError(t, err)
+	assert.True(t, v.Known, "the HTTP API sees the bucket Envoy's call made")
+	assert.Equal(t, int64(r.GetStatuses()[0].GetLimitRemaining()), v.Remaining)
+	require.NoError(t, stop())
+}
+
+// A rate-limit service on an address others can reach needs tokens, as
+// the HTTP API does.
+func TestServeRefusesAnOpenGRPCAddr(t *testing.T) {
+	err := run(context.Background(), []string{"serve", "--data-dir", t.TempDir(), "--grpc-addr", "0.0.0.0:0"}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err))
+	assert.Contains(t, err.Error(), "--grpc-addr 0.0.0.0:0 is not a loopback address")
+}
