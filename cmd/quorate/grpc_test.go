@@ -33,6 +33,13 @@ func TestServeGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, v.Known, "the HTTP API sees the bucket Envoy's call made")
 	assert.Equal(t, int64(r.GetStatuses()[0].GetLimitRemaining()), v.Remaining)
+
+	// A descriptor's client id holds slashes; the HTTP API takes it as one
+	// escaped path segment, so its tier can be set.
+	require.NoError(t, c.SetClientTier(context.Background(), "web/remote_address=10.0.0.1", "pro"))
+	v, err = c.GetClient(context.Background(), "web/remote_address=10.0.0.1")
+	require.NoError(t, err)
+	assert.Equal(t, "pro", v.AssignedTier)
 	require.NoError(t, stop())
 }
 
