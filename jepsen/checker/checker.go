@@ -1,9 +1,10 @@
 // Package checker judges a recorded fault-suite history (jepsen/history)
 // against quorate's contract: linearizable decisions (checked with
 // porcupine against the exact token-bucket model), idempotent retries,
-// plausible decision stamps, the over-admission bound C + r·W in group time, policy
-// changes and tier assignments that stay in force once acknowledged, and
-// availability under faults.
+// plausible decision stamps, the over-admission bound C + r·W in group time
+// (plus C for each fill on raise), sliding windows (at most N in any W, by
+// the stamps), policy changes and tier assignments that stay in force once
+// acknowledged, and availability under faults.
 //
 // Every checker is a func(history.History, Params) Result and is meant to be
 // sound in the direction that matters for a verdict: a history that a
@@ -94,8 +95,8 @@ type Result struct {
 }
 
 // CheckAll runs every checker: history well-formedness, linearizability,
-// duplicates, stamps, over-admission, accounting, policy and availability,
-// in that order.
+// duplicates, stamps, over-admission, windows, accounting, policy and
+// availability, in that order.
 func CheckAll(h history.History, p Params) []Result {
 	return []Result{
 		WellFormed(h, p),
@@ -103,6 +104,7 @@ func CheckAll(h history.History, p Params) []Result {
 		Duplicates(h, p),
 		Stamps(h, p),
 		OverAdmission(h, p),
+		Windows(h, p),
 		Accounting(h, p),
 		PolicyChanges(h, p),
 		Availability(h, p),

@@ -315,13 +315,13 @@ func TestWellFormed(t *testing.T) {
 
 func TestCheckAll(t *testing.T) {
 	good := CheckAll(hist(burst(0, 5, "n1")...), params())
-	require.Len(t, good, 8)
+	require.Len(t, good, 9)
 	assert.True(t, Valid(good))
 	var names []string
 	for _, r := range good {
 		names = append(names, r.Name)
 	}
-	assert.Equal(t, []string{"history", "linearizable", "duplicates", "stamps", "over-admission", "accounting", "policy", "availability"}, names)
+	assert.Equal(t, []string{"history", "linearizable", "duplicates", "stamps", "over-admission", "window", "accounting", "policy", "availability"}, names)
 
 	bad := CheckAll(hist(append(burst(0, 5, "n1"), burst(20*msec, 5, "n2")...)...), params())
 	assert.False(t, Valid(bad))

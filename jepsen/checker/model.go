@@ -32,7 +32,7 @@ import (
 // remaining and limit. A read must report a balance the bucket may hold at
 // its stamp, and changes nothing.
 //
-// Info ops (outcome unknown) are carried as pending: each may be applied,
+// Info ops (outcome unknown, peeks included) are carried as pending: each may be applied,
 // as an admission, in any later gap between two decisions (no earlier than
 // its invoke minus the clock slack), or never; a denial changes nothing
 // (but see policy changes below). At every decision any subset of the
@@ -57,6 +57,15 @@ import (
 // policy change leaves the balance only bounded by the extremes of the
 // policies in force in the gap (see spans): applied before the change, even
 // a denial refilled the time up to it at the old rate.
+//
+// A policy change made with on_raise fill that raises the capacity of the
+// key's tier (above the tier's policy in force in that state) refills the
+// key, as the server does: it forgets the bucket at the change's place in
+// the log, so the next decision finds a new bucket, full at the capacity
+// then in force (a "fresh" state: like a new key, but its stamps still may
+// not go back). It happens once, at the change's step, and only to a key
+// in the tier then: a key moved in later keeps its balance. A change that
+// may have created its tier (see change.sure) may fill or not.
 //
 // Tier assignments are operations too, spanning [invoke, ack] the same way.
 // The state keeps the key's current tier and the current policy of every
@@ -96,9 +105,10 @@ const (
 type step struct {
 	kind stepKind
 	// info: an allow whose outcome is unknown; maybe: a policy change that
-	// was not acked and may never apply.
-	info, maybe bool
-	cost        int64
+	// was not acked and may never apply; fill: a policy change with
+	// on_raise fill, sure if its tier certainly existed (change.sure).
+	info, maybe, fill, sure bool
+	cost                    int64
 	// stamp is the decision's group time; for an info op, earliest is the
 	// earliest group time it can have been applied at (invoke - slack); for
 	// a policy change, latest is the latest group time it can have been
@@ -123,6 +133,10 @@ type bstate struct {
 	// last is the last decision's stamp; noStamp before the first one (the
 	// key has no bucket: a new key is full).
 	last int64
+	// fresh: a fill forgot the bucket since last, so the next decision
+	// finds it full, like a new key's (isNew), at a stamp no earlier than
+	// last.
+	fresh bool
 	// pend is the multiset of pending info ops (encodePending).
 	pend string
 	// pol is the policy in force: that of tier, the key's current tier.
@@ -136,6 +150,29 @@ type bstate struct {
 	// under a policy in force since last and been forgotten.
 	changed, reclaim bool
 	gap              gap
+}
+
+// isNew reports whether the key has no bucket: it never had one, or a
+// fill forgot it.
+func (s bstate) isNew() bool { return s.last == noStamp || s.fresh }
+
+// newFrom is when a key with no bucket may have been given a new one by
+// the first of the pending ops settled since from: no earlier than from,
+// nor, after a fill, than the last decision (pending ops that went
+// through a decision have lost their earliest time, see rest).
+func (s bstate) newFrom(from int64) int64 {
+	if s.fresh {
+		return max(from, s.last)
+	}
+	return from
+}
+
+// filled returns s after a fill by a change of the key's tier to pol: no
+// bucket (full at the next decision), pending ops still pending (one
+// applied before the fill left no trace, which is the same as one never
+// applied).
+func (s bstate) filled(pol bucket.Policy) bstate {
+	return bstate{last: s.last, fresh: s.last != noStamp, pend: s.pend, pol: pol, gap: gapOf(pol), tier: s.tier, pols: setPolicy(s.pols, s.tier, pol)}
 }
 
 // span is an interval of possible balances.
@@ -178,7 +215,7 @@ func (s bstate) switchTo(pol bucket.Policy, latest int64) bstate {
 	applied.gap = s.gap.with(pol)
 	// The outgoing policy was in force until the change, no later than
 	// latest: the bucket may have filled up under it.
-	applied.reclaim = s.reclaim || (s.last != noStamp && s.mayFill(s.pol, latest))
+	applied.reclaim = s.reclaim || (!s.isNew() && s.mayFill(s.pol, latest))
 	return applied
 }
 
@@ -210,8 +247,8 @@ func (s bstate) spans(t, settle, from int64, eligible bool, fb *fallbacks) []spa
 		// capacity of some policy of the gap.
 		fb.across = true
 		lo, hi, start := s.lo, s.hi, s.last
-		if s.last == noStamp {
-			lo, hi, start = tokens(s.gap.minCap), tokens(s.gap.maxCap), from
+		if s.isNew() {
+			lo, hi, start = tokens(s.gap.minCap), tokens(s.gap.maxCap), s.newFrom(from)
 		}
 		top := hi.add(refillOf(t-start, s.gap.maxRate))
 		if top.cmp(taken) < 0 {
@@ -223,13 +260,13 @@ func (s bstate) spans(t, settle, from int64, eligible bool, fb *fallbacks) []spa
 		}
 		fb.wide = fb.wide || (sp.lo == amount{} && sp.hi == capacity)
 		out = append(out, sp)
-	case s.last == noStamp && settle == 0:
+	case s.isNew() && settle == 0:
 		out = append(out, span{lo: capacity, hi: capacity})
 	default:
 		lo, hi, start := s.lo, s.hi, s.last
-		if s.last == noStamp {
+		if s.isNew() {
 			// A new key: full when the first settled op was applied.
-			lo, hi, start = capacity, capacity, from
+			lo, hi, start = capacity, capacity, s.newFrom(from)
 		}
 		d := refillOf(t-start, s.pol.Rate)
 		if settle == 0 {
@@ -244,7 +281,7 @@ func (s bstate) spans(t, settle, from int64, eligible bool, fb *fallbacks) []spa
 			hi: minAmount(capacity, hi.add(d).sub(taken)),
 		})
 	}
-	if s.changed && s.last != noStamp && (s.reclaim || s.mayFill(s.pol, t)) {
+	if s.changed && !s.isNew() && (s.reclaim || s.mayFill(s.pol, t)) {
 		// It may have been full since the change and been forgotten: it
 		// starts again full at the current capacity.
 		fb.reclaim = true
@@ -283,7 +320,7 @@ func (s bstate) outcomes(t int64, st settlement, fb *fallbacks, match func(sp sp
 		if !reachable.has(p) {
 			continue
 		}
-		spans := s.spans(t, p, st.from, st.total > 0, fb)
+		spans := s.spans(t, p, st.from, len(st.costs) > 0, fb)
 		if len(spans) == 0 && p > 0 {
 			break // not even the highest balance covers p
 		}
@@ -317,10 +354,20 @@ func (s bstate) next(in step, fb *fallbacks) []bstate {
 			applied = s.switchTo(in.pol, in.latest)
 		}
 		applied.pols = setPolicy(s.pols, in.tier, in.pol)
-		if in.maybe {
-			return []bstate{s, applied}
+		out := []bstate{applied}
+		if in.fill && in.tier == s.tier && in.pol.Capacity > s.policyOf(in.tier).Capacity {
+			// A raise with on_raise fill: the key is refilled here, once
+			// (or, if the change may have created the tier, maybe not).
+			fb.fill = true
+			out = append(out[:0:0], s.filled(in.pol))
+			if !in.sure {
+				out = append(out, applied)
+			}
 		}
-		return []bstate{applied}
+		if in.maybe {
+			return append(out, s)
+		}
+		return out
 	case stepAssign:
 		// A move to another tier changes the key's policy to that tier's
 		// current one, exactly like a policy change: the balance carries
@@ -350,9 +397,9 @@ func (s bstate) next(in step, fb *fallbacks) []bstate {
 		return []bstate{s}
 	}
 	if in.info {
-		if in.cost == 0 {
-			return []bstate{s}
-		}
+		// A peek of unknown outcome is pending too: it takes nothing, but
+		// applied before a policy change it refilled the time up to it at
+		// the old rate, which the bounds across a change allow for.
 		taken := s
 		taken.pend = encodePending(append(decodePending(s.pend), pending{earliest: in.earliest, cost: in.cost, n: 1}))
 		return []bstate{taken}
@@ -408,7 +455,7 @@ func observe(sp span, remaining int64) (span, bool) {
 // mergeable reports whether a and b differ only in their balances and
 // pending ops.
 func mergeable(a, b bstate) bool {
-	return a.last == b.last && a.pol == b.pol && a.tier == b.tier && a.pols == b.pols && a.changed == b.changed && a.reclaim == b.reclaim && a.gap == b.gap
+	return a.last == b.last && a.fresh == b.fresh && a.pol == b.pol && a.tier == b.tier && a.pols == b.pols && a.changed == b.changed && a.reclaim == b.reclaim && a.gap == b.gap
 }
 
 // merge returns one state that allows everything a or b does: the hull of
@@ -455,7 +502,7 @@ func newStateSet(all []bstate) stateSet {
 
 func compareStates(a, b bstate) int {
 	return cmp.Or(
-		cmp.Compare(a.last, b.last),
+		cmp.Compare(a.last, b.last), cmp.Compare(boolBit(a.fresh), boolBit(b.fresh)),
 		a.lo.cmp(b.lo), a.hi.cmp(b.hi),
 		strings.Compare(a.pend, b.pend),
 		cmp.Compare(a.pol.Capacity, b.pol.Capacity), cmp.Compare(a.pol.Rate, b.pol.Rate),
@@ -464,56 +511,6 @@ func compareStates(a, b bstate) int {
 		cmp.Compare(a.gap.minCap, b.gap.minCap), cmp.Compare(a.gap.maxCap, b.gap.maxCap),
 		cmp.Compare(a.tier, b.tier), strings.Compare(a.pols, b.pols),
 	)
-}
-
-func (s bstate) String() string {
-	var b string
-	if s.last == noStamp {
-		b = "new"
-	} else if s.lo == s.hi {
-		b = s.lo.String()
-	} else {
-		b = fmt.Sprintf("[%s, %s]", s.lo, s.hi)
-	}
-	if s.pend != "" {
-		var n int64
-		for _, p := range decodePending(s.pend) {
-			n += int64(p.n) * p.cost
-		}
-		b += fmt.Sprintf(" with up to %d tokens of info ops pending", n)
-	}
-	b += fmt.Sprintf(" (cap %d, rate %s/s)", s.pol.Capacity, bucket.FormatRate(s.pol.Rate))
-	if len(s.pols) > 16 {
-		b += fmt.Sprintf(" in tier #%d", s.tier)
-	}
-	return b
-}
-
-func (in step) String() string {
-	switch in.kind {
-	case stepPolicy:
-		s := fmt.Sprintf("policy cap %d rate %s/s", in.pol.Capacity, bucket.FormatRate(in.pol.Rate))
-		if in.maybe {
-			s += " (not acked)"
-		}
-		return s
-	case stepAssign:
-		s := fmt.Sprintf("move to tier #%d", in.tier)
-		if in.maybe {
-			s += " (not acked)"
-		}
-		return s
-	case stepRead:
-		return fmt.Sprintf("read -> %d (limit %d) @%d", in.remaining, in.limit, in.stamp)
-	}
-	if in.info {
-		return fmt.Sprintf("allow %d -> ?", in.cost)
-	}
-	v := "denied"
-	if in.allowed {
-		v = "allowed"
-	}
-	return fmt.Sprintf("allow %d -> %s, %d left (limit %d) @%d", in.cost, v, in.remaining, in.limit, in.stamp)
 }
 
 var hashSeed = maphash.MakeSeed()

@@ -30,6 +30,9 @@ type fallbacks struct {
 	// reclaim: the bucket may have been full since a change and forgotten,
 	// so a second possibility, full at the current capacity, was kept.
 	reclaim bool
+	// fill: a policy change with on_raise fill raised the key's tier and
+	// refilled it (not a fallback: exact).
+	fill bool
 }
 
 // ModelStats counts, over every step the linearizability search takes
@@ -38,10 +41,15 @@ type fallbacks struct {
 // model's approximations. It is safe for concurrent use.
 type ModelStats struct {
 	steps, across, wide, overflow, reclaim atomic.Int64
+	// fills counts the policy steps that refilled the key (in some state).
+	fills atomic.Int64
 }
 
 // record counts one step of in; a nil s counts nothing.
 func (s *ModelStats) record(in step, fb fallbacks) {
+	if s != nil && in.kind == stepPolicy && fb.fill {
+		s.fills.Add(1)
+	}
 	if s == nil || (in.kind != stepRead && (in.kind != stepAllow || in.info)) {
 		return
 	}
@@ -72,5 +80,6 @@ func (s *ModelStats) report(r *report) {
 	r.set("model_steps_wide", s.wide.Load())
 	r.set("model_steps_overflow", s.overflow.Load())
 	r.set("model_steps_reclaim", s.reclaim.Load())
+	r.set("model_fill_steps", s.fills.Load())
 	r.set("model_wide_rate", s.WideRate())
 }

@@ -39,6 +39,13 @@ import (
 // checked (O(n²) in the key's admissions), which covers every W at once.
 // The same scan over definite admissions alone is reported as well
 // ("definite"), so a failure caused only by unknown outcomes shows as such.
+//
+// A policy change with on_raise fill may refill the key to its capacity
+// (a raise refills every client of the tier once, where the change is
+// applied): each one that may be applied at a group time inside a window
+// (its [invoke - slack, ack + slack], unbounded if not acked) adds C to
+// that window's bound. Keys that may be under a sliding window are left
+// to Windows (a window's bound is N per W, not C + r·W).
 func OverAdmission(h history.History, p Params) Result {
 	r := newReport("over-admission", p)
 	c := newClock(h)
@@ -57,8 +64,13 @@ func OverAdmission(h history.History, p Params) Result {
 		wholeRatio                float64
 		haveWorst, have           bool
 	)
+	windowKeys := 0
 	for _, kh := range prep.keys {
 		kp := p.policiesOf(h, kh, timelines)
+		if windows, _ := kp.kinds(); windows {
+			windowKeys++
+			continue
+		}
 		var definite, all []item
 		for _, d := range kh.decisions {
 			if d.op.Allowed && d.op.Cost > 0 {
@@ -84,9 +96,13 @@ func OverAdmission(h history.History, p Params) Result {
 			if w.unknown > 0 {
 				why = fmt.Sprintf(" (%d of them unknown, counted as admitted)", w.unknown)
 			}
-			r.fail("key %q (tier %q): %d tokens admitted%s with stamps in [%s, %s] (%s), bound %s = C %d + r %s/s × %s; excess %s",
+			fills := ""
+			if w.fills > 0 {
+				fills = fmt.Sprintf(" + %d fills × C", w.fills)
+			}
+			r.fail("key %q (tier %q): %d tokens admitted%s with stamps in [%s, %s] (%s), bound %s = C %d + r %s/s × %s%s; excess %s",
 				kh.key, kh.tier, w.admitted, why, c.at(w.from), c.at(w.to), dur(w.to-w.from), w.bound,
-				w.capacity, bucket.FormatRate(w.rate), dur(w.to-w.from), w.excess())
+				w.capacity, bucket.FormatRate(w.rate), dur(w.to-w.from), fills, w.excess())
 		}
 		if !haveWorst || s.worst.excessF > worst.excessF {
 			worst, haveWorst = s.worst, true
@@ -110,7 +126,8 @@ func OverAdmission(h history.History, p Params) Result {
 			worstDefinite = max(worstDefinite, s.ratio)
 		}
 	}
-	r.set("keys", len(prep.keys))
+	r.set("keys", len(prep.keys)-windowKeys)
+	r.set("window_keys_left_to_windows", windowKeys)
 	r.set("clock_slack_ms", ms(slack))
 	r.set("admitted_tokens", admitted)
 	r.set("unknown_tokens", possible)
@@ -138,6 +155,7 @@ type window struct {
 	admitted       int64
 	unknown        int64 // of admitted, the tokens of unknown operations
 	capacity, rate int64
+	fills          int // fill changes that may refill the key inside the window
 	bound          amount
 	excessF        float64
 }
@@ -173,12 +191,15 @@ func scanWindows(items []item, kp keyPolicies, slack int64) scan {
 			cp, rt = kp.largest(from-slack, to+slack)
 		}
 		w := window{from: from, to: to, admitted: admitted, unknown: unknown, capacity: cp, rate: rt}
+		if !static {
+			w.fills = kp.fillsIn(from, to, slack)
+		}
 		span := to - from
-		w.excessF = float64(admitted) - (float64(cp) + float64(rt)/bucket.Scale*float64(span)/1e9)
+		w.excessF = float64(admitted) - (float64(int64(1+w.fills)*cp) + float64(rt)/bucket.Scale*float64(span)/1e9)
 		return w
 	}
 	exact := func(w *window) bool {
-		w.bound = tokens(w.capacity).add(refillOf(w.to-w.from, w.rate))
+		w.bound = tokens(int64(1+w.fills) * w.capacity).add(refillOf(w.to-w.from, w.rate))
 		return tokens(w.admitted).cmp(w.bound) > 0
 	}
 	var s scan

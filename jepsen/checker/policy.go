@@ -5,14 +5,20 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/jepsen/history"
 )
 
-// parsePolicy converts a recorded change into a bucket.Policy.
+// parsePolicy converts a recorded change into a bucket.Policy: a sliding
+// window if its Algorithm says so, else a token bucket.
 func parsePolicy(c history.Policy) (bucket.Policy, error) {
+	if c.Algorithm == bucket.SlidingWindow.String() {
+		return bucket.Spec{Algorithm: c.Algorithm, Limit: strconv.FormatInt(c.Limit, 10),
+			WindowSeconds: strconv.FormatInt(c.WindowSeconds, 10)}.Parse()
+	}
 	rate, err := bucket.ParseRate(c.RatePerSec)
 	if err != nil {
 		return bucket.Policy{}, err
@@ -21,12 +27,31 @@ func parsePolicy(c history.Policy) (bucket.Policy, error) {
 	return p, p.Validate()
 }
 
+// isWindow reports whether p is a sliding window.
+func isWindow(p bucket.Policy) bool { return p.Algorithm == bucket.SlidingWindow }
+
 // change is one policy change of a tier as the checkers see it.
 type change struct {
 	pol bucket.Policy
 	inForce
 	idx     int // index in History.Policies
 	version uint64
+	// fill: the change was made with on_raise fill, so if it raises the
+	// tier's capacity it refills every client of the tier, once, where it
+	// is applied. sure: the tier certainly existed when it was applied (a
+	// change that creates a tier fills nothing), so the fill is certain
+	// for a raise; otherwise it may or may not happen.
+	fill, sure bool
+}
+
+// mayFillIn reports whether c may fill the clients of its tier at a group
+// time in [lo, hi], group times being within slack of the harness's.
+func (c change) mayFillIn(lo, hi, slack int64) bool {
+	latest := c.ack
+	if latest != math.MaxInt64 {
+		latest += slack
+	}
+	return c.fill && c.from-slack <= hi && latest >= lo
 }
 
 // inForce is when a change (of a tier's policy, or of a key's tier) is in
@@ -69,8 +94,9 @@ type timeline struct {
 // that).
 func (p Params) timelineFor(h history.History, tier string) timeline {
 	tl := timeline{tier: tier, initial: p.Default, initialTo: math.MaxInt64}
+	existed := false
 	if tp, ok := p.Tiers[tier]; ok && tier != bucket.DefaultTierName && tp.Validate() == nil {
-		tl.initial = tp
+		tl.initial, existed = tp, true
 	}
 	for i, c := range h.Policies {
 		if c.Tier != tier {
@@ -80,10 +106,14 @@ func (p Params) timelineFor(h history.History, tier string) timeline {
 		if err != nil {
 			continue
 		}
-		ch := change{pol: pol, inForce: inForce{from: math.MinInt64, ack: math.MaxInt64}, idx: i, version: c.Version}
+		ch := change{pol: pol, inForce: inForce{from: math.MinInt64, ack: math.MaxInt64}, idx: i, version: c.Version, fill: c.OnRaise == "fill"}
 		if c.Invoke != 0 {
 			ch.from = c.Invoke
 		}
+		// The tier exists when the change applies if it did at the start
+		// of the run, or an earlier change of it was acked before this one
+		// was sent (tiers are never deleted by the harness).
+		ch.sure = tier == bucket.DefaultTierName || existed || slices.ContainsFunc(tl.changes, func(o change) bool { return o.ack < ch.from })
 		if c.Acked {
 			ch.ack = c.Time
 			tl.initialTo = min(tl.initialTo, c.Time)
@@ -344,6 +374,33 @@ func (kp keyPolicies) largest(lo, hi int64) (capacity, rate int64) {
 		capacity, rate = max(capacity, pol.Capacity), max(rate, pol.Rate)
 	}
 	return capacity, rate
+}
+
+// windows reports whether the key may ever be under a sliding window, and
+// buckets whether it may ever be under a token bucket.
+func (kp keyPolicies) kinds() (windows, buckets bool) {
+	for _, pol := range kp.candidates(math.MinInt64, math.MaxInt64) {
+		if isWindow(pol) {
+			windows = true
+		} else {
+			buckets = true
+		}
+	}
+	return windows, buckets
+}
+
+// fillsIn counts the fill changes of the tiers the key may be in that may
+// fill it at a group time in [lo, hi] (see change.mayFillIn).
+func (kp keyPolicies) fillsIn(lo, hi, slack int64) int {
+	n := 0
+	for _, t := range kp.tiers.at(lo-slack, hi+slack) {
+		for _, c := range kp.timelines[t].changes {
+			if c.mayFillIn(lo, hi, slack) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // static reports whether the key's policy never changes.

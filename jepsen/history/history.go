@@ -88,9 +88,13 @@ type Op struct {
 	// Remaining is the balance after the decision in whole tokens, rounded
 	// down, as the API returns it.
 	Remaining int64 `json:"remaining"`
-	// Limit is the capacity of the policy that decided.
+	// Limit is the capacity of the policy that decided (a sliding
+	// window's limit).
 	Limit int64  `json:"limit"`
 	Tier  string `json:"tier,omitempty"`
+	// WindowSeconds is the window of the sliding window that decided (0: a
+	// token bucket decided, or a history written before it was recorded).
+	WindowSeconds int64 `json:"window_seconds,omitempty"`
 	// Stamp is the group time of the decision (server clock, unix ns).
 	Stamp int64 `json:"stamp"`
 	// Duplicate: the answer is an earlier decision for the same Key and
@@ -125,9 +129,18 @@ type Policy struct {
 	Time int64  `json:"time"`
 	Tier string `json:"tier"`
 	// Capacity in whole tokens and RatePerSec as an exact decimal (the
-	// request's refill_per_second).
+	// request's refill_per_second), for a token bucket.
 	Capacity   int64  `json:"capacity"`
 	RatePerSec string `json:"rate_per_sec"`
+	// Algorithm is "sliding_window" for a sliding window ("" or
+	// "token_bucket": a token bucket), with Limit and WindowSeconds.
+	Algorithm     string `json:"algorithm,omitempty"`
+	Limit         int64  `json:"limit,omitempty"`
+	WindowSeconds int64  `json:"window_seconds,omitempty"`
+	// OnRaise is the request's on_raise: "fill" (a change that raises the
+	// tier's capacity refills every client of the tier once, at the
+	// change), or "" / "keep" (balances carry over).
+	OnRaise string `json:"on_raise,omitempty"`
 	// Version is the configuration version the server answered (0 if none).
 	Version uint64 `json:"version,omitempty"`
 	// Acked: the server answered 200, so the change is applied in every

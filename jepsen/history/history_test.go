@@ -22,7 +22,10 @@ func sample() History {
 			{Time: t0 + 3, Kind: KindNemesis, Name: "kill n2", Phase: PhaseStart, Detail: map[string]string{"z": "1", "a": "2"}},
 			{Time: t0 + 7, Kind: KindNemesis, Name: "kill n2", Phase: PhaseStop},
 		},
-		Policies: []Policy{{Time: t0 + 4, Tier: "free", Capacity: 10, RatePerSec: "0.5", Version: 3, Acked: true, Invoke: t0 + 2}},
+		Policies: []Policy{
+			{Time: t0 + 4, Tier: "free", Capacity: 10, RatePerSec: "0.5", Version: 3, Acked: true, Invoke: t0 + 2, OnRaise: "fill"},
+			{Time: t0 + 4, Tier: "win", Algorithm: "sliding_window", Limit: 20, WindowSeconds: 5, Version: 4, Acked: true, Invoke: t0 + 3},
+		},
 		Assignments: []Assignment{
 			{Time: t0 + 5, Invoke: t0 + 3, Key: "a", Tier: "hot", Acked: true},
 			{Time: t0 + 8, Invoke: t0 + 6, Key: "a", Tier: ""},
@@ -52,6 +55,31 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	info, err := os.Stat(filepath.Join(dir, OpsFile))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
+}
+
+// TestReadsHistoriesWithoutWindowFields: a history written before the
+// window and fill fields existed reads as token buckets with on_raise keep.
+func TestReadsHistoriesWithoutWindowFields(t *testing.T) {
+	dir := t.TempDir()
+	h := sample()
+	h.Ops = append(h.Ops, Op{Process: 2, Key: "w", Node: "n1", Kind: KindAllow, Cost: 1, RequestID: "p2-0", Invoke: t0 + 7, Complete: t0 + 9,
+		Outcome: OutcomeOK, Allowed: true, Remaining: 19, Limit: 20, Tier: "win", WindowSeconds: 5, Stamp: t0 + 8})
+	require.NoError(t, h.Write(dir))
+	back, err := Read(dir)
+	require.NoError(t, err)
+	assert.Equal(t, h, back, "the window and fill fields round-trip")
+	old := `{"time":4,"tier":"free","capacity":10,"rate_per_sec":"0.5","version":3,"acked":true,"invoke":2}` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, PoliciesFile), []byte(old), 0o644))
+	got, err := Read(dir)
+	require.NoError(t, err)
+	require.Len(t, got.Policies, 1)
+	assert.Equal(t, Policy{Time: 4, Tier: "free", Capacity: 10, RatePerSec: "0.5", Version: 3, Acked: true, Invoke: 2}, got.Policies[0])
+	data, err := os.ReadFile(filepath.Join(dir, PoliciesFile))
+	require.NoError(t, err)
+	require.NoError(t, got.Write(dir))
+	again, err := os.ReadFile(filepath.Join(dir, PoliciesFile))
+	require.NoError(t, err)
+	assert.Equal(t, string(data), string(again), "the new fields are omitted when empty")
 }
 
 func readAll(t *testing.T, dir string) map[string]string {

@@ -59,17 +59,29 @@ func (a *apiClient) call(ctx context.Context, method, path string, body any) ([]
 // not applied it when the call returned.
 var errNotEverywhere = errors.New("change committed but not applied in every group before the deadline (202)")
 
-// setTier sets a tier's policy and returns the record of the change: acked
-// with the ack time if every group applied it (200), not acked otherwise.
+// setTier sets a tier's token-bucket policy and returns the record of the
+// change: acked with the ack time if every group applied it (200), not
+// acked otherwise.
 func (a *apiClient) setTier(ctx context.Context, tier string, capacity int64, rate string) (history.Policy, error) {
-	p := history.Policy{Tier: tier, Capacity: capacity, RatePerSec: rate, Invoke: time.Now().UnixNano()}
-	out, err := a.call(ctx, http.MethodPut, "/v1/tiers/"+tier, map[string]any{"capacity": capacity, "refill_per_second": json.Number(rate)})
-	p.Time = time.Now().UnixNano()
-	if errors.Is(err, errNotEverywhere) {
-		return p, err // recorded, not acked
+	return a.setPolicy(ctx, history.Policy{Tier: tier, Capacity: capacity, RatePerSec: rate})
+}
+
+// setPolicy makes the change p describes (a token bucket, or a sliding
+// window if p.Algorithm says so, with p.OnRaise if set) and returns its
+// record as setTier does.
+func (a *apiClient) setPolicy(ctx context.Context, p history.Policy) (history.Policy, error) {
+	body := map[string]any{"capacity": p.Capacity, "refill_per_second": json.Number(p.RatePerSec)}
+	if p.Algorithm != "" {
+		body = map[string]any{"algorithm": p.Algorithm, "limit": p.Limit, "window_seconds": p.WindowSeconds}
 	}
+	if p.OnRaise != "" {
+		body["on_raise"] = p.OnRaise
+	}
+	p.Invoke = time.Now().UnixNano()
+	out, err := a.call(ctx, http.MethodPut, "/v1/tiers/"+p.Tier, body)
+	p.Time = time.Now().UnixNano()
 	if err != nil {
-		return p, err
+		return p, err // recorded, not acked (a 202 included)
 	}
 	var ans struct {
 		Version uint64 `json:"version"`

@@ -231,6 +231,19 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, fmt.Errorf("assigning %s: %w", workload.AccountKey(i), err)
 		}
 	}
+	// Sliding windows need cluster version 2, which an upgrade roll
+	// reaches only after its last node: such a run has no window keys.
+	versions := &versionWatch{hc: c.HTTPClient(), targets: targets}
+	windows := cfg.UpgradeFrom == ""
+	featurePolicies, err := setupFeatures(ctx, api, versions, windows)
+	if err != nil {
+		return sum, err
+	}
+	policies = append(policies, featurePolicies...)
+	windowKeys := 0
+	if windows {
+		windowKeys = WindowKeys
+	}
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 42))
 	nemeses, err := c.Mix(rng, cfg.Nemeses...)
@@ -242,12 +255,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		HotKeys: cfg.HotKeys, ColdKeys: cfg.ColdKeys, HotFraction: 0.7,
 		MoverKeys: MoverKeys, MoverFraction: MoverFraction,
 		AccountKeys: cfg.AccountKeys, AccountFraction: AccountFraction, RepeatFraction: RepeatFraction, Ambiguous503: cfg.Ambiguous503,
+		WindowKeys: windowKeys, WindowFraction: WindowFraction, FillKeys: FillKeys, FillFraction: FillFraction,
 		OpTimeout: time.Second, RetryFor: 20 * time.Second,
 		Duration: cfg.Duration, MaxOps: 2_000_000, Think: 2 * time.Millisecond,
 	}
 	log.Info("run starting", "dir", dir, "seed", cfg.Seed, "nodes", cfg.Nodes, "nemeses", cfg.Nemeses, "unsafe", cfg.Unsafe, "netns", sum.Netns)
 
-	versions := &versionWatch{hc: c.HTTPClient(), targets: targets}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if cfg.UpgradeFrom != "" {
@@ -296,9 +309,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				polMu.Unlock()
 			}
 		}()
+		// The fill and window tiers' changes (see featureSteps).
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			changeFeatures(ctx, api, versions, windows, cfg.Duration, &polMu, &policies, log)
+		}()
 	}
 	// The tier nemesis: move the mover keys out of "hot" (to the default)
-	// and back, every Duration/5, alongside the faults and policy changes.
+	// and back, and the fill mover from "hot" to "fill" and back, every
+	// Duration/5, alongside the faults and policy changes.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -319,6 +339,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				}
 				moves = append(moves, a) // only this goroutine appends, read after wg.Wait
 			}
+			fill := FillTier
+			if i%2 == 0 {
+				fill = "hot"
+			}
+			a, err := api.setClientTier(ctx, workload.FillKey(FillKeys-1), fill)
+			if err != nil {
+				log.Warn("tier assignment not acknowledged", "key", a.Key, "tier", fill, "err", err)
+			}
+			moves = append(moves, a)
 		}
 	}()
 	wg.Wait()
@@ -381,6 +410,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			"hot_keys": fmt.Sprint(cfg.HotKeys), "cold_keys": fmt.Sprint(cfg.ColdKeys), "mover_keys": fmt.Sprint(MoverKeys),
 			"account_keys": fmt.Sprint(cfg.AccountKeys), "account_capacity": fmt.Sprint(AccountCapacity),
 			"ambiguous_503": strings.Join(cfg.Ambiguous503, ","), "upgrade_from": cfg.UpgradeFrom, "node_args": strings.Join(cfg.NodeArgs, " "),
+			"window_keys": fmt.Sprint(windowKeys), "window_limit": fmt.Sprint(WindowLimit), "window_seconds": fmt.Sprint(WindowSeconds),
+			"fill_keys": fmt.Sprint(FillKeys), "fill_capacity": fmt.Sprint(FillCapacity), "fill_rate": FillRate,
 		},
 	}
 	var urls []string
@@ -465,6 +496,9 @@ func ParamsFor(h history.History) (checker.Params, error) {
 			keyTiers[workload.AccountKey(i)] = AccountTier
 			accounts = append(accounts, workload.AccountKey(i))
 		}
+	}
+	if err := featureParams(h.Meta, tiers, keyTiers); err != nil {
+		return checker.Params{}, err
 	}
 	return checker.Params{Default: bucket.BuiltinDefault, Tiers: tiers, KeyTiers: keyTiers, AccountKeys: accounts, NodeIDs: nodeIDs(h.Meta)}, nil
 }

@@ -76,6 +76,11 @@ func TestSmoke(t *testing.T) {
 	assert.Greater(t, s.OK, 1000, "the workload made progress")
 	assert.Greater(t, s.Faults, 2, "faults were injected")
 	assert.Equal(t, 2, result(t, s, "accounting").Summary["keys"], "both accounting keys were read and checked")
+	win := result(t, s, "window")
+	assert.Equal(t, WindowKeys, win.Summary["keys"], "the window keys were checked as windows")
+	assert.Positive(t, win.Summary["admissions"])
+	assert.Positive(t, win.Summary["denials"])
+	assert.Positive(t, result(t, s, "linearizable").Summary["fill_ops"], "the fill changes reached the model")
 	assert.FileExists(t, filepath.Join(s.Dir, "summary.json"))
 	assert.FileExists(t, filepath.Join(s.Dir, "history", "ops.jsonl"))
 }
@@ -112,6 +117,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	for _, r := range s.Results {
 		assert.True(t, r.Valid, "%s: %v %v", r.Name, r.Summary, r.Failures)
 	}
+	assert.Zero(t, result(t, s, "window").Summary["keys"], "no window keys before cluster version 2")
 	v := result(t, s, "cluster-version")
 	assert.Equal(t, 0, v.Summary["early"], "no node reported the new cluster version before the last node ran the new binary")
 	assert.Equal(t, 2, v.Summary["final"])

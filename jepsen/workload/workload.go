@@ -76,6 +76,12 @@ type Config struct {
 	// sees exactly what the server did with requests it cannot deduplicate.
 	AccountKeys     int
 	AccountFraction float64
+	// WindowKeys are keys meant for a sliding-window tier and FillKeys
+	// keys meant for a tier raised with on_raise fill; WindowFraction and
+	// FillFraction are their shares of the operations (taken after the
+	// accounting keys', so a run without them draws the same keys).
+	WindowKeys, FillKeys         int
+	WindowFraction, FillFraction float64
 	// Ambiguous503 are 503 codes to record as info although the server's
 	// contract says they mean "nothing was decided": for a server known to
 	// answer them in ambiguous cases (before it had outcome_unknown).
@@ -94,6 +100,11 @@ func MoverKey(i int) string { return "mover-" + strconv.Itoa(i) }
 // AccountKey names the accounting keys (see Config.AccountKeys).
 func AccountKey(i int) string { return "acct-" + strconv.Itoa(i) }
 
+// WindowKey and FillKey name the window and fill keys (see
+// Config.WindowKeys).
+func WindowKey(i int) string { return "win-" + strconv.Itoa(i) }
+func FillKey(i int) string   { return "fill-" + strconv.Itoa(i) }
+
 // answer is the part of POST /v1/allow's body the workload records.
 type answer struct {
 	Allowed   bool   `json:"allowed"`
@@ -101,6 +112,7 @@ type answer struct {
 	Limit     int64  `json:"limit"`
 	Tier      string `json:"tier"`
 	Stamp     int64  `json:"stamp_unix_nano"`
+	Window    int64  `json:"window_seconds"`
 	Duplicate bool   `json:"duplicate"`
 	Error     *struct {
 		Code string `json:"code"`
@@ -144,13 +156,18 @@ func Run(ctx context.Context, cfg Config) []history.Op {
 				mu.Unlock()
 				key := ColdKey(rng.IntN(max(cfg.ColdKeys, 1)))
 				id := fmt.Sprintf("p%d-%d", p, n)
+				acct := cfg.HotFraction + cfg.MoverFraction + cfg.AccountFraction
 				switch f := rng.Float64(); {
 				case f < cfg.HotFraction:
 					key = HotKey(rng.IntN(max(cfg.HotKeys, 1)))
 				case cfg.MoverKeys > 0 && f < cfg.HotFraction+cfg.MoverFraction:
 					key = MoverKey(rng.IntN(cfg.MoverKeys))
-				case cfg.AccountKeys > 0 && f < cfg.HotFraction+cfg.MoverFraction+cfg.AccountFraction:
+				case cfg.AccountKeys > 0 && f < acct:
 					key, id = AccountKey(rng.IntN(cfg.AccountKeys)), ""
+				case cfg.WindowKeys > 0 && f >= acct && f < acct+cfg.WindowFraction:
+					key = WindowKey(rng.IntN(cfg.WindowKeys))
+				case cfg.FillKeys > 0 && f >= acct+cfg.WindowFraction && f < acct+cfg.WindowFraction+cfg.FillFraction:
+					key = FillKey(rng.IntN(cfg.FillKeys))
 				}
 				cost := int64(1)
 				if rng.IntN(10) == 0 {
@@ -231,6 +248,7 @@ func recordResult(cfg Config, a history.Op, r client.AttemptResult) history.Op {
 		d := r.Response
 		a.Status, a.Outcome = http.StatusOK, history.OutcomeOK
 		a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp, a.Duplicate = d.Allowed, d.Remaining, d.Limit, d.Tier, d.StampUnixNano, d.Duplicate
+		a.WindowSeconds = d.WindowSeconds
 		return a
 	}
 	a.Status = e.Status
@@ -346,6 +364,7 @@ func send(ctx context.Context, cfg Config, op history.Op) history.Op {
 	}
 	if op.Outcome == history.OutcomeOK {
 		op.Allowed, op.Remaining, op.Limit, op.Tier, op.Stamp, op.Duplicate = a.Allowed, a.Remaining, a.Limit, a.Tier, a.Stamp, a.Duplicate
+		op.WindowSeconds = a.Window
 	}
 	return op
 }

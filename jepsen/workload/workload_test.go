@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/jepsen/checker"
@@ -271,4 +272,59 @@ func TestRepeatsAndAccountKeys(t *testing.T) {
 	}
 	assert.Positive(t, accounts)
 	assert.Equal(t, 100-accounts, repeats, "every ok operation with a request id was repeated once")
+}
+
+// put sends a JSON PUT to url and returns the status, retrying (at most
+// 100 times, 100 ms apart) while the node answers 409 cluster_version: a
+// fresh node reaches cluster version 2 by itself, a few seconds in.
+func put(t *testing.T, url string, body any) int {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	for range 100 {
+		req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict {
+			return resp.StatusCode
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return http.StatusConflict
+}
+
+// TestWindowAndFillKeys: window keys on a real node's sliding-window tier
+// are answered with its window and pass the window checker, admitted and
+// denied; fill keys get their share.
+func TestWindowAndFillKeys(t *testing.T) {
+	assert.Equal(t, "win-1", WindowKey(1))
+	assert.Equal(t, "fill-0", FillKey(0))
+	url := startNode(t)
+	require.Equal(t, http.StatusOK, put(t, url+"/v1/tiers/win", map[string]any{"algorithm": "sliding_window", "limit": 5, "window_seconds": 1}))
+	require.Equal(t, http.StatusOK, put(t, url+"/v1/clients/win-0/tier", map[string]string{"tier": "win"}))
+	cfg := config(url)
+	cfg.MaxOps, cfg.WindowKeys, cfg.WindowFraction, cfg.FillKeys, cfg.FillFraction = 400, 1, 0.3, 2, 0.1
+	ops := Run(context.Background(), cfg)
+	seen := map[string]int{}
+	for _, op := range ops {
+		switch {
+		case op.Key == WindowKey(0):
+			seen["window"]++
+			assert.Equal(t, int64(1), op.WindowSeconds, "a window decided: %+v", op)
+			assert.Equal(t, int64(5), op.Limit)
+		case strings.HasPrefix(op.Key, "fill-"):
+			seen["fill"]++
+			assert.Zero(t, op.WindowSeconds, "a token bucket decided")
+		}
+	}
+	assert.Positive(t, seen["window"])
+	assert.Positive(t, seen["fill"])
+	p := checker.Params{Default: bucket.BuiltinDefault, Tiers: map[string]bucket.Policy{"win": {Algorithm: bucket.SlidingWindow, Capacity: 5, Window: bucket.Second}},
+		KeyTiers: map[string]string{WindowKey(0): "win"}}
+	res := checker.Windows(history.History{Ops: ops}, p)
+	require.True(t, res.Valid, "%v", res.Failures)
+	assert.Equal(t, 1, res.Summary["keys"])
+	assert.Positive(t, res.Summary["admissions"])
+	assert.Positive(t, res.Summary["denials"])
 }

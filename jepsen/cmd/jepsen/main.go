@@ -216,6 +216,9 @@ func printSummary(w io.Writer, s runner.Summary) {
 		fmt.Fprintf(tw, "   %s\t%v\t%s\n", r.Name, r.Valid, compact(r.Summary))
 	}
 	tw.Flush()
+	if line := featureLine(s.Results); line != "" {
+		fmt.Fprintf(w, "   %s\n", line)
+	}
 	for _, r := range s.Results {
 		if r.Name == "availability" {
 			if line := perNemesis(r); line != "" {
@@ -243,6 +246,31 @@ func printSummary(w io.Writer, s runner.Summary) {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(w, "   verdict: %s\n", verdict)
+}
+
+// featureLine renders what the window checker and the model's fills
+// checked: a run whose line shows zeros did not exercise them.
+func featureLine(results []checker.Result) string {
+	var win, lin *checker.Result
+	for i := range results {
+		switch results[i].Name {
+		case "window":
+			win = &results[i]
+		case "linearizable":
+			lin = &results[i]
+		}
+	}
+	var parts []string
+	if win != nil {
+		parts = append(parts, fmt.Sprintf("windows: %.0f keys, %.0f decisions (%.0f admissions, %.0f denials), %.0f windows checked, worst admitted/limit %.3f, %.0f skipped across a fill",
+			num(*win, "keys"), num(*win, "decisions"), num(*win, "admissions"), num(*win, "denials"), num(*win, "windows_checked"),
+			num(*win, "worst_window_ratio"), num(*win, "skipped_across_fill")))
+	}
+	if lin != nil {
+		parts = append(parts, fmt.Sprintf("fills: %.0f fill changes checked by the model across its keys (%.0f model steps refilled a key)",
+			num(*lin, "fill_ops"), num(*lin, "model_fill_steps")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // perNemesis renders the availability checker's per-nemesis figures:
