@@ -40,9 +40,10 @@ type AuditResponse struct {
 	// with since set to its version.
 	More bool `json:"more"`
 	// OldestVersion is the version of the oldest change the trail still
-	// holds (0 if none). The trail keeps the last 10,000 changes: when
-	// OldestVersion is above since+1, the changes in between were
-	// forgotten.
+	// holds (0 if none). When it is above since+1, the versions in between
+	// are not in the trail: forgotten (it keeps the last 10,000 changes),
+	// or never recorded (version 1, the configuration a cluster starts
+	// with, and changes made below cluster version 2).
 	OldestVersion uint64 `json:"oldest_version"`
 }
 

@@ -13,8 +13,11 @@ import (
 // printAudit writes GET /v1/audit for people: one change a line, then what
 // to ask next, and whether the trail forgot changes after since.
 func printAudit(w io.Writer, r api.AuditResponse, since uint64) {
-	if r.OldestVersion > since+1 {
-		fmt.Fprintf(w, "changes %d to %d were forgotten: the trail keeps the last 10,000\n", since+1, r.OldestVersion-1)
+	if since > 0 && r.OldestVersion > since+1 {
+		// Version 1 (the starting configuration) and changes made below
+		// cluster version 2 are never in the trail either: say only what
+		// the caller asked about.
+		fmt.Fprintf(w, "versions %d to %d are not in the trail: it keeps the last 10,000 changes, from cluster version 2 on\n", since+1, r.OldestVersion-1)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tTIME (UTC)\tACTOR\tOP\tTIER\tBEFORE\tAFTER\tON RAISE")
