@@ -80,11 +80,11 @@ func ToWireAuditPage(p fsm.AuditPage) WireAuditPage {
 func (w WireAuditPage) Page() (fsm.AuditPage, error) {
 	p := fsm.AuditPage{Entries: make([]fsm.AuditEntry, 0, len(w.Entries)), More: w.More, Oldest: w.Oldest}
 	for _, we := range w.Entries {
-		op, err := WireConfigOp{Kind: we.Kind}.Op()
+		kind, err := opKind(we.Kind)
 		if err != nil {
 			return fsm.AuditPage{}, fmt.Errorf("audit entry %d: %w", we.Version, err)
 		}
-		e := fsm.AuditEntry{Version: we.Version, Act: fsm.Act{At: we.At, By: we.By}, Kind: op.Kind, Tier: we.Tier, OnRaise: bucket.OnRaise(we.OnRaise)}
+		e := fsm.AuditEntry{Version: we.Version, Act: fsm.Act{At: we.At, By: we.By}, Kind: kind, Tier: we.Tier, OnRaise: bucket.OnRaise(we.OnRaise)}
 		if we.Before != nil {
 			e.Before = new(we.Before.policy())
 		}

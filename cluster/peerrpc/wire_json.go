@@ -57,12 +57,21 @@ func ToWireConfigOp(op fsm.ConfigOp) WireConfigOp {
 
 // Op is the operation w carries, refused if its kind is unknown.
 func (w WireConfigOp) Op() (fsm.ConfigOp, error) {
-	for k, name := range opKinds {
-		if name == w.Kind {
-			return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy(), OnRaise: bucket.OnRaise(w.OnRaise), Audited: fsm.Audited{Actor: w.Actor}}, nil
+	k, err := opKind(w.Kind)
+	if err != nil {
+		return fsm.ConfigOp{}, err
+	}
+	return fsm.ConfigOp{Kind: k, Tier: w.Tier, Policy: w.Policy.policy(), OnRaise: bucket.OnRaise(w.OnRaise), Audited: fsm.Audited{Actor: w.Actor}}, nil
+}
+
+// opKind is the kind opKinds names name, refused if it names none.
+func opKind(name string) (fsm.ConfigOpKind, error) {
+	for k, n := range opKinds {
+		if n == name {
+			return k, nil
 		}
 	}
-	return fsm.ConfigOp{}, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, w.Kind)
+	return 0, fmt.Errorf("%w: config operation %q", fsm.ErrInvalidCommand, name)
 }
 
 // WireConfig is a bucket.Config (POST /internal/config).

@@ -17,6 +17,7 @@ package envoyrls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -35,7 +36,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/server/fallback"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // MaxDescriptors is the most descriptors one request may carry, as many
@@ -73,8 +74,9 @@ type Options struct {
 // Server is the rate-limit service.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc  Service
-	opts Options
+	svc   Service
+	opts  Options
+	rates answer.Rates
 }
 
 // New returns the service of svc.
@@ -106,18 +108,14 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	ds, err := s.svc.Allow(ctx, reqs)
 	switch {
 	case err != nil:
-		clients := make([]string, len(reqs))
-		for i, r := range reqs {
-			clients[i] = r.Client
-		}
-		if !fallback.Degrade(clients, err, s.svc.PolicyOf, out) {
+		if !answer.Degrade(reqs, err, s.svc.PolicyOf, &s.rates, out) {
 			return nil, statusOf(err)
 		}
 	case len(ds) != len(reqs):
 		return nil, status.Errorf(codes.Internal, "the service answered %d decisions for %d descriptors", len(ds), len(reqs))
 	default:
 		for i, d := range ds {
-			out[i] = answer(d)
+			out[i] = answer.Of(d, &s.rates)
 		}
 	}
 	return response(out), nil
@@ -214,36 +212,6 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// answer is d as the HTTP API answers it; the gRPC answer is made from it
-// (response), so both protocols say the same of a decision.
-func answer(d fsm.Decision) api.AllowResponse {
-	out := api.AllowResponse{
-		Allowed:       d.Allowed,
-		Remaining:     d.RemainingTokens(),
-		Limit:         d.Limit,
-		RetryAfterMs:  ceilDiv(d.RetryAfter, int64(time.Millisecond)),
-		ResetAfterMs:  ceilDiv(d.ResetAfter, int64(time.Millisecond)),
-		Tier:          d.Tier,
-		StampUnixNano: d.Stamp,
-		WindowSeconds: d.Window / bucket.Second,
-	}
-	if d.RateKnown && d.Window == 0 {
-		out.RefillPerSecond = jsonRate(d.Rate)
-	}
-	if d.Shadow {
-		out.SetShadow(d.Allowed)
-	}
-	return out
-}
-
-// ceilDiv is a / b rounded up for a >= 0; a negative a (never) stays -1.
-func ceilDiv(a, b int64) int64 {
-	if a < 0 {
-		return -1
-	}
-	return (a + b - 1) / b
-}
-
 // statusOf is err as a gRPC status, by the error table.
 func statusOf(err error) error {
 	if e, ok := cluster.Classify(err); ok {
@@ -252,9 +220,9 @@ func statusOf(err error) error {
 		}
 	}
 	switch {
-	case ctxErr(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "the deadline passed before the decision was applied: it may have been made")
-	case ctxErr(err, context.Canceled):
+	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())

@@ -1,8 +1,6 @@
 package envoyrls
 
 import (
-	"encoding/json"
-	"errors"
 	"math"
 	"slices"
 
@@ -102,8 +100,3 @@ func currentLimit(a api.AllowResponse) *rlsv3.RateLimitResponse_RateLimit {
 	}
 	return out
 }
-
-// jsonRate is a rate in nanotokens per second as the API writes it.
-func jsonRate(rate int64) json.Number { return json.Number(bucket.FormatRate(rate)) }
-
-func ctxErr(err, target error) bool { return errors.Is(err, target) }

@@ -11,6 +11,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // serviceFunc is the handler of a route that calls the Service; ctx is the
@@ -63,8 +64,8 @@ func (s *Server) getClient(ctx context.Context, w http.ResponseWriter, r *http.R
 		Policy:         api.PolicyToJSON(v.Policy),
 		Remaining:      v.Decision.RemainingTokens(),
 		RemainingExact: bucket.FormatRate(v.Decision.Remaining), // nanotokens as an exact decimal
-		RetryAfterMs:   ceilDiv(v.Decision.RetryAfter, int64(time.Millisecond)),
-		ResetAfterMs:   ceilDiv(v.Decision.ResetAfter, int64(time.Millisecond)),
+		RetryAfterMs:   answer.CeilDiv(v.Decision.RetryAfter, int64(time.Millisecond)),
+		ResetAfterMs:   answer.CeilDiv(v.Decision.ResetAfter, int64(time.Millisecond)),
 		Known:          v.Known,
 		StampUnixNano:  v.At,
 		LastAssigned:   assignmentJSON(v.Record),

@@ -2,17 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/quorate/quorate/api"
-	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/server/fallback"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // allow answers POST /v1/allow.
@@ -104,80 +101,18 @@ func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest, out []api.
 	s.metrics.duration.Observe(time.Since(start).Seconds())
 	switch {
 	case err != nil:
-		if !s.degrade(reqs, err, out) {
+		if !answer.Degrade(reqs, err, s.svc.PolicyOf, &s.rates, out) {
 			return err
 		}
 	case len(ds) != len(reqs):
 		return fmt.Errorf("httpapi: service answered %d decisions for %d requests", len(ds), len(reqs))
 	default:
 		for i, d := range ds {
-			out[i] = s.allowResponse(d)
+			out[i] = answer.Of(d, &s.rates)
 		}
 	}
 	s.metrics.observeAnswers(out)
 	return nil
-}
-
-// degrade answers reqs in out without a decision, and reports true, when
-// their groups could not decide in time and every request's tier says
-// "when_unavailable": "allow" (fallback.Degrade).
-func (s *Server) degrade(reqs []fsm.AllowRequest, err error, out []api.AllowResponse) bool {
-	if !fallback.Undecided(err) {
-		return false
-	}
-	clients := make([]string, len(reqs))
-	for i, r := range reqs {
-		clients[i] = r.Client
-	}
-	return fallback.Degrade(clients, err, s.svc.PolicyOf, out)
-}
-
-// allowResponse is d as the API answers it.
-func (s *Server) allowResponse(d fsm.Decision) api.AllowResponse {
-	out := api.AllowResponse{
-		Allowed:       d.Allowed,
-		Remaining:     d.RemainingTokens(),
-		Limit:         d.Limit,
-		RetryAfterMs:  ceilDiv(d.RetryAfter, int64(time.Millisecond)),
-		ResetAfterMs:  ceilDiv(d.ResetAfter, int64(time.Millisecond)),
-		Tier:          d.Tier,
-		StampUnixNano: d.Stamp,
-		Duplicate:     d.Duplicate,
-
-		MaybeDuplicate: d.MaybeDuplicate,
-		WindowSeconds:  d.Window / bucket.Second,
-	}
-	if d.RateKnown && d.Window == 0 {
-		out.RefillPerSecond = s.rates.get(d.Rate)
-	}
-	if d.Shadow {
-		out.SetShadow(d.Allowed)
-	}
-	return out
-}
-
-// rateStrings remembers the decimal form of the refill rates answered
-// (bucket.FormatRate), so that writing one allocates nothing after the
-// first time: a cluster has a handful of policies. It is a fixed table of
-// slots, each holding the last rate that hashed to it, safe for concurrent
-// use; the zero value is empty.
-type rateStrings struct {
-	slots [64]atomic.Pointer[rateString]
-}
-
-type rateString struct {
-	rate int64
-	s    json.Number
-}
-
-func (c *rateStrings) get(rate int64) json.Number {
-	slot := &c.slots[(uint64(rate)*0x9e3779b97f4a7c15)>>58] // Fibonacci hashing: the top 6 bits
-	if e := slot.Load(); e != nil && e.rate == rate {
-		return e.s
-	}
-	e := &rateString{rate: rate, s: json.Number(bucket.FormatRate(rate))}
-	slot.Store(e)
-	return e.s
 }
 
 // routesVersionHeader is one routes version as a header value.
@@ -197,17 +132,4 @@ func (s *Server) setRoutesVersion(h http.Header) {
 		s.routesVersion.Store(last)
 	}
 	h[api.HeaderRoutesVersion] = last.value
-}
-
-// ceilDiv returns ns/unit rounded up, for ns >= 0, and maps bucket.Never
-// (-1) to -1. It does not overflow for any int64.
-func ceilDiv(ns, unit int64) int64 {
-	if ns == bucket.Never {
-		return bucket.Never
-	}
-	q := ns / unit
-	if ns%unit != 0 {
-		q++
-	}
-	return q
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // The decision path appends its answers; they must be the bytes
@@ -29,8 +30,8 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		{Decision: bucket.Decision{Limit: 1, RetryAfter: bucket.Never, ResetAfter: bucket.Never}, Tier: bucket.DefaultTierName, Stamp: t0 + 2},
 		{Decision: bucket.Decision{Allowed: true, Limit: 9}, Tier: "free", Stamp: t0 + 3, MaybeDuplicate: true, Rate: bucket.Scale / 4, RateKnown: true},
 	}
-	var answer []fsm.Decision
-	svc := &fakeService{allow: func(context.Context, []fsm.AllowRequest) ([]fsm.Decision, error) { return answer, nil }}
+	var decided []fsm.Decision
+	svc := &fakeService{allow: func(context.Context, []fsm.AllowRequest) ([]fsm.Decision, error) { return decided, nil }}
 	s := New(svc, Options{Registerer: prometheus.NewRegistry()})
 	serve := func(path, body string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -52,10 +53,10 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		{ds[2], "/v1/allow", 200, "1", "0", "", "", "", `"default";q=1`, `"default";r=0`},
 		{ds[3], "/v1/allow", 200, "9", "0", "0", "", "0.25", `"free";q=9;w=36`, `"free";r=0;t=0`},
 	} {
-		answer = []fsm.Decision{tt.d}
+		decided = []fsm.Decision{tt.d}
 		rec := serve(tt.path, `{"client":"a"}`)
 		require.Equal(t, tt.status, rec.Code, rec.Body.String())
-		out := s.allowResponse(tt.d)
+		out := answer.Of(tt.d, &s.rates)
 		assert.Equal(t, json.Number(tt.refill), out.RefillPerSecond)
 		assert.Equal(t, encodingJSON(t, out), rec.Body.String())
 		h := rec.Header()
@@ -71,12 +72,12 @@ func TestAnswersAreEncodingJSON(t *testing.T) {
 		assert.Equal(t, tt.retryAft, h.Get("Retry-After"))
 	}
 
-	answer = ds
+	decided = ds
 	rec := serve("/v1/allow/batch", `{"requests":[{"client":"a"},{"client":"b"},{"client":"c"},{"client":"d"}]}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	want := api.BatchResponse{}
 	for _, d := range ds {
-		want.Results = append(want.Results, s.allowResponse(d))
+		want.Results = append(want.Results, answer.Of(d, &s.rates))
 	}
 	assert.Equal(t, encodingJSON(t, want), rec.Body.String())
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))

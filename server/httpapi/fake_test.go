@@ -213,7 +213,7 @@ func newTestServer(t *testing.T, svc Service, opts Options) *testServer {
 }
 
 // answer is a response with its body read.
-type answer struct {
+type testAnswer struct {
 	status int
 	header http.Header
 	body   []byte
@@ -221,7 +221,7 @@ type answer struct {
 
 // send makes one request; hdr is alternating header names and values. A
 // body is sent with Content-Type application/json unless hdr sets one.
-func (ts *testServer) send(t *testing.T, method, path, body string, hdr ...string) answer {
+func (ts *testServer) send(t *testing.T, method, path, body string, hdr ...string) testAnswer {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -242,18 +242,18 @@ func (ts *testServer) send(t *testing.T, method, path, body string, hdr ...strin
 	return ts.do(t, req)
 }
 
-func (ts *testServer) do(t *testing.T, req *http.Request) answer {
+func (ts *testServer) do(t *testing.T, req *http.Request) testAnswer {
 	t.Helper()
 	resp, err := ts.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+	return testAnswer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 // errorOf decodes an error answer, failing the test if it is not one.
-func errorOf(t *testing.T, a answer) api.ErrorDetail {
+func errorOf(t *testing.T, a testAnswer) api.ErrorDetail {
 	t.Helper()
 	var eb api.ErrorBody
 	decodeJSON(t, a.body, &eb)

@@ -161,20 +161,3 @@ func (s *versionedService) RoutesVersion() uint64 { return s.version.Load() }
 func (s *versionedService) Routes() cluster.Routes {
 	return cluster.Routes{Groups: 1, Version: s.version.Load()}
 }
-
-// The table of rate strings answers every rate's FormatRate, whichever
-// rates share a slot, and a rate it holds costs nothing.
-func TestRateStrings(t *testing.T) {
-	var c rateStrings
-	rates := []int64{0, 1, bucket.Scale, bucket.Scale / 4, 3 * bucket.Scale, bucket.MaxRate}
-	for i := range 200 {
-		rates = append(rates, int64(i)*bucket.Scale/7)
-	}
-	for range 2 {
-		for _, r := range rates {
-			assert.Equal(t, json.Number(bucket.FormatRate(r)), c.get(r), "rate %d", r)
-		}
-	}
-	c.get(bucket.Scale)
-	assert.Zero(t, testing.AllocsPerRun(10, func() { c.get(bucket.Scale) }))
-}

@@ -58,6 +58,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // Defaults for Options.
@@ -155,7 +156,7 @@ type Server struct {
 	bufs bufferPool
 	// rates and routesVersion are header and body values already written
 	// (allow.go).
-	rates         rateStrings
+	rates         answer.Rates
 	routesVersion atomic.Pointer[routesVersionHeader]
 }
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -144,16 +143,6 @@ func TestAllowNeverAndRounding(t *testing.T) {
 	decodeJSON(t, a.body, &got)
 	assert.Equal(t, int64(-1), got.RetryAfterMs, "cost above capacity")
 	assert.Equal(t, "", a.header.Get("Retry-After"))
-}
-
-func TestCeilDiv(t *testing.T) {
-	ms := int64(time.Millisecond)
-	for _, tt := range []struct{ ns, unit, want int64 }{
-		{0, ms, 0}, {1, ms, 1}, {ms, ms, 1}, {ms + 1, ms, 2}, {bucket.Never, ms, -1},
-		{math.MaxInt64, ms, math.MaxInt64/ms + 1}, {1, int64(time.Second), 1},
-	} {
-		assert.Equal(t, tt.want, ceilDiv(tt.ns, tt.unit), "ceilDiv(%d, %d)", tt.ns, tt.unit)
-	}
 }
 
 func TestDenyStatus429(t *testing.T) {

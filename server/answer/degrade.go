@@ -1,18 +1,14 @@
-// Package fallback is what a node answers for a decision its cluster could
-// not make in time (README "Semantics", when_unavailable): the same rule
-// for every protocol the node serves, so that the HTTP API and the Envoy
-// rate-limit service degrade alike.
-package fallback
+package answer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/fsm"
 )
 
 // Undecided reports whether err means the cluster could not decide in
@@ -34,25 +30,25 @@ func Undecided(err error) bool {
 // answering node knows them without asking anyone (cluster.Node.PolicyOf).
 type PolicyOf func(client string) (string, bucket.Policy)
 
-// Degrade fills out with one answer per client and reports true when err
-// is Undecided and the tier of every client, as policyOf knows it, says
-// "when_unavailable": "allow": each is allowed, marked degraded, with the
-// policy's limit and nothing of a balance. Otherwise it reports false and
-// the caller answers err, for the whole batch: a caller that asked for
-// several decisions at once gets all of them or the error.
-func Degrade(clients []string, err error, policyOf PolicyOf, out []api.AllowResponse) bool {
+// Degrade fills out with one answer per request and reports true when err
+// is Undecided and the tier of every request's client, as policyOf knows
+// it, says "when_unavailable": "allow": each is allowed, marked degraded,
+// with the policy's limit and nothing of a balance. Otherwise it reports
+// false and the caller answers err, for the whole batch: a caller that
+// asked for several decisions at once gets all of them or the error.
+func Degrade(reqs []fsm.AllowRequest, err error, policyOf PolicyOf, rates *Rates, out []api.AllowResponse) bool {
 	if !Undecided(err) {
 		return false
 	}
 	now := time.Now().UnixNano()
-	for i, c := range clients {
-		tier, p := policyOf(c)
+	for i, r := range reqs {
+		tier, p := policyOf(r.Client)
 		if p.WhenUnavailable != bucket.AllowDegraded {
 			return false
 		}
 		out[i] = api.AllowResponse{Allowed: true, Degraded: true, Limit: p.Capacity, Tier: tier, StampUnixNano: now, WindowSeconds: p.Window / bucket.Second}
 		if p.Algorithm == bucket.TokenBucket {
-			out[i].RefillPerSecond = json.Number(bucket.FormatRate(p.Rate))
+			out[i].RefillPerSecond = rates.Get(p.Rate)
 		}
 	}
 	return true
