@@ -237,6 +237,43 @@ func TestShouldRateLimitOnEveryNodeOfThree(t *testing.T) {
 	assert.Equal(t, []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}, got)
 }
 
+// With two of three real nodes gone, the survivor's groups cannot decide:
+// a descriptor of a tier with when_unavailable allow is answered OK,
+// degraded, and one of a tier that denies is UNAVAILABLE, within the
+// call's deadline.
+func TestShouldRateLimitWhenTwoOfThreeNodesDie(t *testing.T) {
+	nodes := clustertest.StartCluster(t, 3, func(i int) cluster.Options {
+		return cluster.Options{Registerer: prometheus.NewRegistry(), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7171+i)}
+	})
+	ctx := t.Context()
+	require.Eventually(t, func() bool { return nodes[0].ClusterVersion() >= fsm.ClusterVersionPolicies }, 20*time.Second, 10*time.Millisecond)
+	setTier(t, nodes[0], "open", bucket.Policy{Capacity: 5, Rate: bucket.Scale, WhenUnavailable: bucket.AllowDegraded})
+	setTier(t, nodes[0], "closed", bucket.Policy{Capacity: 5, Rate: bucket.Scale})
+	require.NoError(t, nodes[0].SetClientTier(ctx, "api/user=o", "open", "ops"))
+	require.NoError(t, nodes[0].SetClientTier(ctx, "api/user=c", "closed", "ops"))
+	require.Eventually(t, func() bool { // what the survivor's replicas will answer by
+		o, _ := nodes[0].PolicyOf("api/user=o")
+		c, _ := nodes[0].PolicyOf("api/user=c")
+		return o == "open" && c == "closed"
+	}, 10*time.Second, 5*time.Millisecond)
+	rls := serve(t, nodes[0], envoyrls.Options{})
+	require.NoError(t, nodes[1].Close())
+	require.NoError(t, nodes[2].Close())
+
+	call := func(user string) (*rlsv3.RateLimitResponse, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return rls.ShouldRateLimit(cctx, &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("user", user)}})
+	}
+	r, err := call("o")
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode())
+	assert.Nil(t, r.GetStatuses()[0].GetDurationUntilReset(), "degraded: nothing of a balance")
+	_, err = call("c")
+	assert.Contains(t, []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.Unknown}, status.Code(err),
+		"nothing decided, or not known to be: %v", err)
+}
+
 // The error table's gRPC numbers are gRPC's.
 func TestTheTableUsesGRPCsNumbers(t *testing.T) {
 	for want, got := range map[codes.Code]api.GRPCCode{
