@@ -41,9 +41,9 @@ lint: ## gofmt, go vet and staticcheck (pinned, installed if missing), and no no
 
 .PHONY: test
 test: lint ## Lint, then every test with the race detector, including the model test and the fuzz seed corpus.
-	$(GO) test -race -count=1 -timeout 8m ./...
-	$(GO) test -race -count=1 -tags faultinject -run Fault ./cmd/quorate
-	$(GO) test -race -count=1 -tags unsafe_decide -run Unsafe ./cluster
+	GO=$(GO) ./scripts/gotest.sh -race -count=1 -timeout 8m ./...
+	GO=$(GO) ./scripts/gotest.sh -race -count=1 -tags faultinject -run Fault ./cmd/quorate
+	GO=$(GO) ./scripts/gotest.sh -race -count=1 -tags unsafe_decide -run Unsafe ./cluster
 
 .PHONY: fuzz
 fuzz: ## Fuzz the command decoder for FUZZTIME (default 60s).

@@ -55,6 +55,38 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// runLoad runs fn(w, i) for i = 0, 1, .. in each of workers goroutines, up
+// to maxOps calls each, until the returned stop is called; stop waits for
+// them. It also runs at the test's cleanup, before the cluster's nodes
+// close: a failed require must not leave workers spinning against closed
+// nodes for the rest of the package's tests.
+func runLoad(t *testing.T, workers, maxOps int, fn func(w, i int)) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < maxOps; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				fn(w, i)
+			}
+		}()
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
 func newTestCluster(t *testing.T, size int) *testCluster {
 	tc := &testCluster{t: t, clock: NewManualClock(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
 	for range size {
@@ -275,43 +307,29 @@ func TestClusterFailoverNeverGivesAFreshBucket(t *testing.T) {
 	victim := tc.leaderOfClient("hot")
 	require.GreaterOrEqual(t, victim, 0)
 	var admitted atomic.Int64
-	var wg sync.WaitGroup
 	var failedMu sync.Mutex
 	var failed []string // request ids whose outcome the caller did not learn
-	stopLoad := make(chan struct{})
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := tc.nodes[(victim+1+w%2)%3] // only the survivors take requests
-			for i := 0; ; i++ {
-				select {
-				case <-stopLoad:
-					return
-				default:
-				}
-				c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				id := fmt.Sprintf("w%d-%d", w, i)
-				ds, err := n.Allow(c, []fsm.AllowRequest{{Client: "hot", Cost: 1, RequestID: id}})
-				cancel()
-				if err != nil {
-					failedMu.Lock()
-					failed = append(failed, id)
-					failedMu.Unlock()
-				} else if ds[0].Allowed && !ds[0].Duplicate {
-					admitted.Add(1)
-				}
-			}
-		}()
-	}
+	stopLoad := runLoad(t, 8, 100_000, func(w, i int) {
+		n := tc.nodes[(victim+1+w%2)%3] // only the survivors take requests
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		id := fmt.Sprintf("w%d-%d", w, i)
+		ds, err := n.Allow(c, []fsm.AllowRequest{{Client: "hot", Cost: 1, RequestID: id}})
+		cancel()
+		if err != nil {
+			failedMu.Lock()
+			failed = append(failed, id)
+			failedMu.Unlock()
+		} else if ds[0].Allowed && !ds[0].Duplicate {
+			admitted.Add(1)
+		}
+	})
 	require.Eventually(t, func() bool { return admitted.Load() >= 50 }, 10*time.Second, time.Millisecond)
 	tc.stop(victim) // the leader of hot's group dies mid-load
 	require.Eventually(t, func() bool {
 		return tc.leaderOfClient("hot") >= 0
 	}, 10*time.Second, 10*time.Millisecond, "no new leader")
 	require.Eventually(t, func() bool { return admitted.Load() >= 150 }, 10*time.Second, time.Millisecond, "the new leader never served")
-	close(stopLoad)
-	wg.Wait()
+	stopLoad()
 
 	// Resolve every unknown outcome by retrying its request id: a request
 	// that was applied answers with its original decision.
@@ -352,30 +370,16 @@ func TestClusterRestartKeepsBalances(t *testing.T) {
 
 func TestClusterPolicyChangeAgreesOnEveryReplica(t *testing.T) {
 	tc := newTestCluster(t, 3)
-	var wg sync.WaitGroup
-	stopLoad := make(chan struct{})
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stopLoad:
-					return
-				default:
-				}
-				tc.clock.(*ManualClock).Advance(time.Millisecond)
-				_, _ = tc.nodes[w%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("k%d", i%17), Cost: 1}})
-			}
-		}()
-	}
+	stopLoad := runLoad(t, 6, 100_000, func(w, i int) {
+		tc.clock.(*ManualClock).Advance(time.Millisecond)
+		_, _ = tc.nodes[w%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("k%d", i%17), Cost: 1}})
+	})
 	for _, c := range []int64{5, 50, 2, 8} {
 		cc, err := tc.nodes[1].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: c, Rate: bucket.Scale}})
 		require.NoError(t, err)
 		assert.Empty(t, cc.Lagging)
 	}
-	close(stopLoad)
-	wg.Wait()
+	stopLoad()
 
 	// Every replica of every group applied the same entries: equal state bytes.
 	for gi := range tc.groups + 1 {

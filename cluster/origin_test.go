@@ -118,31 +118,18 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 		}
 		return nil
 	}
-	stopLoad := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 20_000; i++ {
-				select {
-				case <-stopLoad:
-					return
-				default:
-				}
-				n := pick(w, i)
-				c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				ds, err := n.Allow(c, []fsm.AllowRequest{{Client: clients[(w+i)%len(clients)], Cost: 1}})
-				cancel()
-				switch {
-				case err == nil && ds[0].Allowed:
-					acked.Add(1)
-				case errors.Is(err, ErrOutcomeUnknown):
-					unknown.Add(1)
-				}
-			}
-		}()
-	}
+	stopLoad := runLoad(t, 6, 20_000, func(w, i int) {
+		n := pick(w, i)
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ds, err := n.Allow(c, []fsm.AllowRequest{{Client: clients[(w+i)%len(clients)], Cost: 1}})
+		cancel()
+		switch {
+		case err == nil && ds[0].Allowed:
+			acked.Add(1)
+		case errors.Is(err, ErrOutcomeUnknown):
+			unknown.Add(1)
+		}
+	})
 	// Stop each node in turn while it leads groups, and bring it back.
 	for round := range 3 {
 		victim := round % 3
@@ -158,8 +145,7 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 		mu.Unlock()
 		tc.waitStable(3)
 	}
-	close(stopLoad)
-	wg.Wait()
+	stopLoad()
 
 	var consumed int64
 	for _, c := range clients {
