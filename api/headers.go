@@ -24,4 +24,10 @@ const (
 	// change). A caller that routes by GET /v1/routes refreshes its table
 	// when an answer's version is higher than its table's.
 	HeaderRoutesVersion = "X-Quorate-Routes-Version"
+	// HeaderBackupError is a trailer of GET /v1/backup: empty when the
+	// backup is whole, else why it stopped part-way (the body is then an
+	// incomplete backup, which every reader refuses).
+	HeaderBackupError = "X-Quorate-Backup-Error"
+	// ContentTypeBackup is the media type of a backup.
+	ContentTypeBackup = "application/vnd.quorate.backup"
 )

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -186,6 +188,37 @@ func (n *Node) Ready(ctx context.Context) error {
 // Leave asks the node to leave its cluster gracefully and stop.
 func (n *Node) Leave(ctx context.Context) error {
 	return n.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
+}
+
+// Backup writes a backup of the whole cluster (GET /v1/backup, admin) to
+// w as the node streams it, and fails if the node stopped part-way. It does
+// not check the bytes: `quorate backup` and `quorate restore` do, with
+// package cluster/backup, before they trust a file.
+func (n *Node) Backup(ctx context.Context, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/v1/backup", nil)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	req.Header.Set("Accept", api.ContentTypeBackup)
+	if n.auth != "" {
+		req.Header.Set("Authorization", n.auth)
+	}
+	resp, err := n.hc.Do(req)
+	if err != nil {
+		return notSent(n.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		return answerError(n.base, resp, data)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return lost(n.base, fmt.Errorf("reading the backup: %w", err))
+	}
+	if msg := resp.Trailer.Get(api.HeaderBackupError); msg != "" {
+		return lost(n.base, fmt.Errorf("the node stopped the backup part-way: %s", msg))
+	}
+	return nil
 }
 
 func (n *Node) do(ctx context.Context, method, path string, in, out any) error {

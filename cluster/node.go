@@ -208,11 +208,8 @@ func (n *Node) start() error {
 	// meta replica), never a new cluster to bootstrap.
 	stores := map[string]*raftlog.Store{}
 	existing := false
-	for i := -1; i < opts.Groups; i++ {
-		id, dir := raftgroup.MetaGroupID, raftgroup.MetaGroupID
-		if i >= 0 {
-			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
-		}
+	for _, id := range raftgroup.IDs(opts.Groups) {
+		dir := raftgroup.Dir(id)
 		st, err := n.logs.Open(id, groupDir(dir))
 		if err != nil {
 			closeStores(stores)
@@ -258,7 +255,8 @@ func (n *Node) start() error {
 		return err
 	}
 	for i := range opts.Groups {
-		g, err := open(strconv.Itoa(i), i, fmt.Sprintf("g%03d", i), func(*raftgroup.Group) { n.triggerReconcile() })
+		id := strconv.Itoa(i)
+		g, err := open(id, i, raftgroup.Dir(id), func(*raftgroup.Group) { n.triggerReconcile() })
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/hashicorp/raft"
 
@@ -61,11 +60,8 @@ func Recover(dataDir string, voters []Voter, logger *slog.Logger) ([]RecoveredGr
 	}
 	defer stores.Close()
 	var out []RecoveredGroup
-	for i := -1; i < cf.Groups; i++ {
-		id, dir := raftgroup.MetaGroupID, raftgroup.MetaGroupID
-		if i >= 0 {
-			id, dir = strconv.Itoa(i), fmt.Sprintf("g%03d", i)
-		}
+	for _, id := range raftgroup.IDs(cf.Groups) {
+		dir := raftgroup.Dir(id)
 		g, err := recoverGroup(stores, id, filepath.Join(dataDir, "groups", dir), cf.NodeID, conf, logger)
 		if err != nil {
 			return out, fmt.Errorf("cluster: recover group %s: %w", id, err)

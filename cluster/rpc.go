@@ -37,6 +37,7 @@ func (n *Node) rpcHandler() http.Handler {
 		return peerrpc.ToWireAuditPage(p), err
 	})
 	peerrpc.Handle(mux, "/internal/epoch", n.serveEpoch)
+	peerrpc.HandleStream(mux, "/internal/snapshot", n.serveSnapshot)
 	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
 		if err := n.meta.VerifyRead(ctx); err != nil {
 			return 0, err

@@ -134,6 +134,10 @@ type (
 		// (cluster version 2; older nodes ignore it).
 		Actor string `json:"actor,omitempty"`
 	}
+	// GroupReq names a group ("0".., or "meta").
+	GroupReq struct {
+		Group string `json:"group"`
+	}
 	Resp[T any] struct {
 		Value T      `json:"value"`
 		Error *Error `json:"error,omitempty"`
@@ -143,6 +147,15 @@ type (
 // Handle serves POST path: it decodes an In, calls fn with the caller's
 // deadline and answers Resp[Out].
 func Handle[In, Out any](mux *http.ServeMux, path string, fn func(context.Context, In) (Out, error)) {
+	handle(mux, path, func(ctx context.Context, req In, w http.ResponseWriter) {
+		v, err := fn(ctx, req)
+		writeRPCResult(w, v, err)
+	})
+}
+
+// handle serves POST path: it decodes an In and calls answer with the
+// caller's deadline.
+func handle[In any](mux *http.ServeMux, path string, answer func(context.Context, In, http.ResponseWriter)) {
 	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 		var req In
 		ctx, cancel, ok := decodeRPC(w, r, &req)
@@ -150,8 +163,7 @@ func Handle[In, Out any](mux *http.ServeMux, path string, fn func(context.Contex
 			return
 		}
 		defer cancel()
-		v, err := fn(ctx, req)
-		writeRPCResult(w, v, err)
+		answer(ctx, req, w)
 	})
 }
 
@@ -215,20 +227,10 @@ func (c *Client) call(ctx context.Context, addr, path string, in, out any) error
 // errs.ErrNotLeader (nothing happened there); a failure after is
 // errs.ErrOutcomeUnknown.
 func (c *Client) Post(ctx context.Context, addr, path, contentType string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	resp, err := c.do(ctx, addr, path, contentType, body)
 	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", contentType)
-	if d, ok := ctx.Deadline(); ok {
-		req.Header.Set(DeadlineHeader, strconv.FormatInt(d.UnixNano(), 10))
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			// Never reached the node: nothing happened there.
-			return nil, fmt.Errorf("%w: %s%s: %v", errs.ErrNotLeader, addr, path, err)
+		if errors.Is(err, errs.ErrNotLeader) {
+			return nil, err
 		}
 		// Sent, perhaps acted on, and the answer lost.
 		if ctx.Err() != nil {
@@ -250,6 +252,26 @@ func (c *Client) Post(ctx context.Context, addr, path, contentType string, body 
 		return nil, fmt.Errorf("%w: %s%s: reading the answer: %v", errs.ErrOutcomeUnknown, addr, path, err)
 	}
 	return data, nil
+}
+
+// do posts body to path on the node at addr with the caller's deadline in
+// DeadlineHeader. Failing to reach the node at all is errs.ErrNotLeader
+// (nothing happened there); any other error is the HTTP client's.
+func (c *Client) do(ctx context.Context, addr, path, contentType string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if d, ok := ctx.Deadline(); ok {
+		req.Header.Set(DeadlineHeader, strconv.FormatInt(d.UnixNano(), 10))
+	}
+	resp, err := c.HTTP.Do(req)
+	var op *net.OpError
+	if err != nil && errors.As(err, &op) && op.Op == "dial" {
+		return nil, fmt.Errorf("%w: %s%s: %v", errs.ErrNotLeader, addr, path, err)
+	}
+	return resp, err
 }
 
 // Call posts in to path on the node at addr as JSON, for handlers

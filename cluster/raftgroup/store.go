@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/quorate/quorate/raftlog"
 )
@@ -232,4 +233,28 @@ func PrivateDataDir(dataDir string) (was os.FileMode, err error) {
 		return 0, nil
 	}
 	return fi.Mode().Perm(), os.Chmod(dataDir, 0o700)
+}
+
+// Dir is the directory, under a data dir's "groups", that holds group id's
+// snapshots (and its bolt file in that layout): "meta", or g000.. for the
+// data groups.
+func Dir(id string) string {
+	if id == MetaGroupID {
+		return MetaGroupID
+	}
+	i, err := strconv.Atoi(id)
+	if err != nil {
+		return id
+	}
+	return fmt.Sprintf("g%03d", i)
+}
+
+// IDs are the ids of a node's groups with groups data groups: "meta"
+// first, then "0".."groups-1".
+func IDs(groups int) []string {
+	ids := []string{MetaGroupID}
+	for i := range groups {
+		ids = append(ids, strconv.Itoa(i))
+	}
+	return ids
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +42,10 @@ Usage:
   quorate leave                                   make the node at --addr leave the cluster and stop
   quorate token new --name NAME --role decide|read|admin [--auth-file FILE]
                                                   make an API token and its auth-file entry
+  quorate backup --out FILE                       a backup of every group, streamed from the node at --addr (admin)
+  quorate restore --from FILE --data-dir DIR --node-id ID [--raft-addr ADDR]
+                                                  make a data dir for a new one-node cluster from a backup
+  quorate restore --from FILE --check             check a backup and print what it holds
   quorate recover --data-dir DIR --voters ID=RAFT_ADDR[,ID=RAFT_ADDR...]
                                                   last resort after losing a majority for good: make
                                                   these the only voters of every group (node stopped)
@@ -88,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tokenCommand(rest, stdout, stderr)
 	case "recover":
 		return recoverCommand(rest, stdout, stderr)
+	case "restore":
+		return restoreCommand(rest, stdout, stderr)
 	case "certs":
 		return certs(rest, stdout, stderr)
 	case "version":
@@ -120,6 +126,8 @@ type command struct {
 	flags func(fs *flag.FlagSet)
 	do    func(ctx context.Context, c *client.Node, args []string) (any, error)
 	print func(w io.Writer, v any)
+	// timeout is --timeout's default, if not 10 s.
+	timeout time.Duration
 }
 
 type cli struct {
@@ -138,13 +146,14 @@ type cli struct {
 	onRaise   string
 	since     uint64
 	limit     int
+	out       string
 }
 
 func (cl *cli) runCommand(ctx context.Context, name string, c command, args []string) error {
 	fs := flag.NewFlagSet("quorate "+name, flag.ContinueOnError)
 	fs.SetOutput(cl.stderr)
 	fs.StringVar(&cl.addr, "addr", "127.0.0.1:7070", "address of a quorate node (env QUORATE_ADDR)")
-	fs.DurationVar(&cl.timeout, "timeout", 10*time.Second, "give up after this long")
+	fs.DurationVar(&cl.timeout, "timeout", cmp.Or(c.timeout, 10*time.Second), "give up after this long")
 	fs.BoolVar(&cl.json, "json", false, "print the server's answer as JSON")
 	fs.StringVar(&cl.token, "token", "", "API token, sent as Authorization: Bearer (env QUORATE_TOKEN)")
 	fs.StringVar(&cl.caCert, "ca-cert", "", "PEM CA certificate that signed the node's HTTPS certificate; implies https (env QUORATE_CA_CERT)")
@@ -171,9 +180,7 @@ func (cl *cli) runCommand(ctx context.Context, name string, c command, args []st
 	v, err := c.do(ctx, client, pos)
 	if v != nil {
 		if cl.json || c.print == nil {
-			enc := json.NewEncoder(cl.stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(v)
+			_ = printJSON(cl.stdout, v)
 		} else {
 			c.print(cl.stdout, v)
 		}
@@ -387,6 +394,14 @@ func (cl *cli) commands() map[string]command {
 				return r, nil
 			},
 			print: func(w io.Writer, v any) { printAudit(w, v.(api.AuditResponse), cl.since) },
+		},
+		"backup": {
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&cl.out, "out", "", "write the backup to this file (through FILE.partial, renamed once checked)")
+			},
+			do:      func(ctx context.Context, c *client.Node, _ []string) (any, error) { return takeBackup(ctx, c, cl.out) },
+			print:   func(w io.Writer, v any) { printBackup(w, v.(backupSummary)) },
+			timeout: backupTimeout,
 		},
 		"status":  {do: clusterView, print: printStatus},
 		"members": {do: clusterView, print: printMembers},

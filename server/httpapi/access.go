@@ -52,6 +52,7 @@ var routeAccess = map[string]access{
 	"GET /v1/cluster":                  read,
 	"GET /v1/routes":                   decide | read, // deciding clients route by it
 	"POST /v1/leave":                   adminOnly,
+	"GET /v1/backup":                   adminOnly, // every client id, balance and request id
 	"GET /metrics":                     read,
 	"GET /healthz":                     open,
 	"GET /readyz":                      open,

@@ -40,6 +40,8 @@ func wantRoles(pattern string) []Role {
 		return []Role{RoleDecide, RoleAdmin}
 	case "GET /v1/clients/{client}", "GET /v1/routes":
 		return []Role{RoleDecide, RoleRead, RoleAdmin}
+	case "GET /v1/backup":
+		return []Role{RoleAdmin}
 	}
 	if strings.HasPrefix(pattern, "GET ") {
 		return []Role{RoleRead, RoleAdmin}
@@ -64,6 +66,7 @@ func TestEveryRouteHasItsRoles(t *testing.T) {
 	ts := newTestServer(t, svc, Options{Auth: auth})
 	require.Contains(t, ts.api.patterns, "POST /v1/leave", "the fake leaves, so the route is registered")
 	require.Contains(t, ts.api.patterns, "GET /metrics")
+	require.Contains(t, ts.api.patterns, "GET /v1/backup", "the fake backs up, so the route is registered")
 
 	for _, pattern := range ts.api.patterns {
 		method, path := concrete(pattern)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -10,16 +11,44 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/cluster/backup"
 )
 
-// leavingService is an FSM-backed fake that can also leave, so that POST
-// /v1/leave is routed; it counts the leaves it was asked for.
+// leavingService is an FSM-backed fake that can also leave and back up,
+// so that POST /v1/leave and GET /v1/backup are routed; it counts the
+// leaves it was asked for, and backs up with backup (a one-group backup of
+// nothing if nil).
 type leavingService struct {
 	*fakeService
 	leaves atomic.Int64
+	backup func(ctx context.Context, w io.Writer) (backup.Header, error)
 }
 
-var _ Leaver = (*leavingService)(nil)
+var (
+	_ Leaver   = (*leavingService)(nil)
+	_ Backuper = (*leavingService)(nil)
+)
+
+func (l *leavingService) Backup(ctx context.Context, w io.Writer) (backup.Header, error) {
+	if l.backup != nil {
+		return l.backup(ctx, w)
+	}
+	h := backup.Header{Groups: 1}
+	bw, err := backup.NewWriter(w, h)
+	for _, name := range backup.Names(1) {
+		if err != nil {
+			return h, err
+		}
+		var sw *backup.SectionWriter
+		if sw, err = bw.Section(name); err == nil {
+			err = sw.Close()
+		}
+	}
+	if err != nil {
+		return h, err
+	}
+	return h, bw.Close()
+}
 
 func (l *leavingService) Leave(ctx context.Context) error {
 	l.leaves.Add(1)

@@ -14,6 +14,7 @@
 //	GET    /v1/audit                  configuration changes: who, when, before and after
 //	PUT    /v1/default                set the default policy
 //	GET    /v1/cluster                cluster.Status
+//	GET    /v1/backup                 a backup of every group (admin; cluster/backup's format)
 //	GET    /v1/routes                 api.RoutesResponse
 //	GET    /healthz                   liveness: 200 while the process serves HTTP
 //	GET    /readyz                    readiness: 200 when every group has a leader, else 503
@@ -214,6 +215,9 @@ func New(svc Service, opts Options) *Server {
 			s.writeJSON(w, http.StatusOK, api.StatusResponse{Status: "left"})
 			return nil
 		}})
+	}
+	if b, ok := svc.(Backuper); ok {
+		routes = append(routes, route{"GET", "/v1/backup", s.getBackup(b)})
 	}
 	if gatherer != nil {
 		prom := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{opts.Logger}})
