@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,4 +143,33 @@ func TestReport(t *testing.T) {
 	require.Len(t, rep.Runs, 3)
 	require.NotNil(t, rep.Runs[2].CeilingRatio)
 	assert.InDelta(t, 0.25, *rep.Runs[2].CeilingRatio, 1e-9)
+}
+
+// With -each, every key is asked for exactly once.
+func TestEachAsksForEveryKeyOnce(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ Requests []struct{ Client string } }
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&in))
+		mu.Lock()
+		for _, q := range in.Requests {
+			seen[q.Client]++
+		}
+		mu.Unlock()
+		fmt.Fprintf(w, `{"results":[%s]}`, strings.TrimSuffix(strings.Repeat(`{"allowed":true},`, len(in.Requests)), ","))
+	}))
+	defer srv.Close()
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k-%d", i)
+	}
+	res, err := load(config{mode: "quorate", targets: []string{srv.URL}, conns: 7, batch: 50, each: true,
+		policy: bucket.BuiltinDefault, keys: keys, maxReq: int64(len(keys)), seed: 1, duration: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(keys)), res.Allowed)
+	assert.Len(t, seen, len(keys))
+	for k, n := range seen {
+		assert.Equal(t, 1, n, k)
+	}
 }

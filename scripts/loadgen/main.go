@@ -91,6 +91,8 @@ type config struct {
 	token string
 	// coalesce lets the Go client (mode client) coalesce decisions.
 	coalesce bool
+	// each asks for every key once, in order, instead of at random.
+	each bool
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -104,6 +106,7 @@ func run(args []string, stdout io.Writer) error {
 	duration := fs.Duration("duration", 20*time.Second, "how long to run (at most 10m)")
 	maxReq := fs.Int64("requests", 5_000_000, "stop after asking for this many decisions")
 	keys := fs.Int("keys", 10000, "distinct client ids, chosen uniformly (1: a single hot key)")
+	each := fs.Bool("each", false, "ask for every key exactly once, in order, then stop (fills a node with -keys clients; -requests is ignored)")
 	batch := fs.Int("batch", 1, "decisions per call; above 1 uses POST /v1/allow/batch (quorate mode only)")
 	prefix := fs.String("prefix", "load", "client id prefix (letters, digits, '.', '_', '-')")
 	capacity := fs.Int64("capacity", bucket.BuiltinDefault.Capacity, "bucket capacity for gubernator and redis (quorate uses its own policy)")
@@ -147,6 +150,13 @@ func run(args []string, stdout io.Writer) error {
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
 		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce,
+		each: *each,
+	}
+	if *each {
+		if *keys%*batch != 0 {
+			return errors.New("-each needs -keys to be a multiple of -batch")
+		}
+		cfg.maxReq = int64(*keys)
 	}
 	for i := range *keys {
 		cfg.keys = append(cfg.keys, *prefix+"-"+strconv.Itoa(i))
@@ -238,9 +248,17 @@ func load(cfg config) (result, error) {
 			rng := rand.New(rand.NewPCG(cfg.seed, uint64(w)))
 			picked := make([]string, cfg.batch)
 			mine := make([]time.Duration, 0, 1<<14)
-			for !over() && sent.Add(int64(cfg.batch)) <= cfg.maxReq {
+			for !over() {
+				upTo := sent.Add(int64(cfg.batch))
+				if upTo > cfg.maxReq {
+					break
+				}
 				for i := range picked {
-					picked[i] = cfg.keys[rng.IntN(len(cfg.keys))]
+					if cfg.each {
+						picked[i] = cfg.keys[(upTo-int64(cfg.batch)+int64(i))%int64(len(cfg.keys))]
+					} else {
+						picked[i] = cfg.keys[rng.IntN(len(cfg.keys))]
+					}
 				}
 				t0 := time.Now()
 				ok, err := c.call(ctx, picked)
