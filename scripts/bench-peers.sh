@@ -11,6 +11,8 @@
 #                      -mode client: every decision sent to its group's leader
 #                      from GET /v1/routes), coalesced and not
 #   quorate-1 client   the first store's node through the Go client, coalesced and not
+#   ..., gRPC          the first store's node and the 3-node cluster through the
+#                      Envoy rate-limit service (serve --grpc-addr), as Envoy calls it
 # and with PEERS=1 also the limiters one would pick instead, installed when
 # missing (Debian's redis-server with apt-get; gubernator with go install):
 #   redis              Redis 7, one node, AOF with appendfsync always, a Lua token bucket
@@ -152,6 +154,17 @@ client_rows() {
   done
 }
 
+# grpc_rows LABEL TARGETS PIDS METRICS: the Envoy rate-limit service over
+# gRPC (loadgen -mode envoy: one descriptor per call, the callers sharing
+# two HTTP/2 connections per node as Envoy's worker threads would), for
+# every CONNS over 10,000 keys.
+grpc_rows() {
+  local conns
+  for conns in $CONNS; do
+    measure "$1, gRPC" envoy "$2" "$3" "$4" "$conns" 10000 1
+  done
+}
+
 store_flag() { [ "$1" = default ] && return; printf -- '--log-store %s' "$1"; }
 store_label() { [ "$1" = default ] && return; printf ' %s' "$1"; }
 
@@ -169,12 +182,15 @@ for store in $LOG_STORES; do
   mkdir -p "$dir/single-$store"
   # shellcheck disable=SC2046,SC2086
   ./bin/quorate serve --node-id bench --data-dir "$dir/single-$store/data" --http-addr "$SINGLE" \
-    --raft-addr 127.0.0.1:17071 --gossip-addr 127.0.0.1:17072 --log-level warn \
+    --raft-addr 127.0.0.1:17071 --gossip-addr 127.0.0.1:17072 --grpc-addr 127.0.0.1:17073 --log-level warn \
     $(store_flag "$store") ${QUORATE_ARGS:-} 2>"$dir/single-$store/node.log" &
   pid=$!; pids+=("$pid")
   wait_http "http://$SINGLE/readyz" "$dir/single-$store/node.log"
   workloads "quorate-1$(store_label "$store")" quorate "http://$SINGLE" "$pid" "http://$SINGLE" batch
-  [ "$store" = "${LOG_STORES%% *}" ] && client_rows "quorate-1$(store_label "$store")" "http://$SINGLE" "$pid" "http://$SINGLE"
+  if [ "$store" = "${LOG_STORES%% *}" ]; then
+    client_rows "quorate-1$(store_label "$store")" "http://$SINGLE" "$pid" "http://$SINGLE"
+    grpc_rows "quorate-1$(store_label "$store")" "grpc://127.0.0.1:17073" "$pid" "http://$SINGLE"
+  fi
   stop "$pid"
 done
 
@@ -196,6 +212,8 @@ for security in $SECURITY_MODES; do
   # Again through the Go client: each decision straight to its group's
   # leader (GET /v1/routes), no forwarding hop; coalesced, then one call each.
   QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") client_rows "$label" "$urls" "$cpids" "$urls"
+  grpcs=$(printf 'grpc://%s:7073,' "${CLUSTER[@]%:*}"); grpcs=${grpcs%,}
+  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") grpc_rows "$label" "$grpcs" "$cpids" "$urls"
   scripts/cluster.sh down >/dev/null
   cluster_up=""
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A local 3-node quorate cluster on 127.0.0.1, 127.0.0.2 and 127.0.0.3
-# (HTTP :7070, raft :7071, gossip :7072 on each), data and logs under
+# (HTTP :7070, raft :7071, gossip :7072, the Envoy rate-limit service over
+# gRPC :7073 on each), data and logs under
 # $QUORATE_CLUSTER_DIR (default ./cluster-data).
 #
 #   scripts/cluster.sh up        build, start the nodes, wait until every group has 3 voters
@@ -77,7 +78,7 @@ start() {
   if [ "$i" -eq 1 ] && [ -f "$DIR/node1/quorate.json" ]; then join="--join $(ip 2):7072,$(ip 3):7072"; fi
   # shellcheck disable=SC2086
   nohup "$BIN" serve --node-id "node$i" --data-dir "$DIR/node$i" \
-    --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" \
+    --http-addr "$(ip "$i"):7070" --raft-addr "$(ip "$i"):7071" --gossip-addr "$(ip "$i"):7072" --grpc-addr "$(ip "$i"):7073" \
     --auth-file "$DIR/auth.json" $join $(security_args "$i") \
     ${DEBUG_PORT:+--debug-addr "$(ip "$i"):$DEBUG_PORT"} ${QUORATE_ARGS:-} >>"$DIR/node$i.log" 2>&1 &
   echo $! >"$(pidfile "$i")"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
 )
@@ -49,6 +51,11 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 			return nil, nil, fmt.Errorf("reading the routes: %w", err)
 		}
 		return func(string) (caller, error) { return clientCaller{c}, nil }, func() { _ = c.Close() }, nil
+	case "envoy":
+		pool := &envoyPool{conns: map[string][]*grpc.ClientConn{}, next: map[string]int{}}
+		return func(target string) (caller, error) {
+			return pool.caller(strings.TrimPrefix(target, "grpc://"), cfg.token)
+		}, pool.close, nil
 	case "redis":
 		sha, err := loadRedisScript(cfg.targets[0])
 		if err != nil {
@@ -65,7 +72,7 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 			return newRedisCaller(target, sha, cfg.policy)
 		}, func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("-mode %q: want quorate, client, gubernator or redis", cfg.mode)
+	return nil, nil, fmt.Errorf("-mode %q: want quorate, client, envoy, gubernator or redis", cfg.mode)
 }
 
 // quorateCaller posts to /v1/allow, or /v1/allow/batch when batch is set.

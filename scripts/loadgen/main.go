@@ -100,14 +100,14 @@ func run(args []string, stdout io.Writer) error {
 		return runReport(args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	mode := fs.String("mode", "quorate", "target kind: quorate (also the ceiling), client (quorate through the Go client), gubernator or redis")
+	mode := fs.String("mode", "quorate", "target kind: quorate (also the ceiling), client (quorate through the Go client), envoy (quorate's Envoy rate-limit service over gRPC; -targets grpc://host:port; -batch descriptors per call), gubernator or redis")
 	targets := fs.String("targets", "http://127.0.0.1:7070", "comma-separated base URLs (loopback only; redis://host:port for redis); connections are spread over them")
 	conns := fs.Int("c", 64, "concurrent connections")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run (at most 10m)")
 	maxReq := fs.Int64("requests", 5_000_000, "stop after asking for this many decisions")
 	keys := fs.Int("keys", 10000, "distinct client ids, chosen uniformly (1: a single hot key)")
 	each := fs.Bool("each", false, "ask for every key exactly once, in order, then stop (fills a node with -keys clients; -requests is ignored)")
-	batch := fs.Int("batch", 1, "decisions per call; above 1 uses POST /v1/allow/batch (quorate mode only)")
+	batch := fs.Int("batch", 1, "decisions per call; above 1 uses POST /v1/allow/batch (quorate mode), or as many descriptors (envoy mode)")
 	prefix := fs.String("prefix", "load", "client id prefix (letters, digits, '.', '_', '-')")
 	capacity := fs.Int64("capacity", bucket.BuiltinDefault.Capacity, "bucket capacity for gubernator and redis (quorate uses its own policy)")
 	rate := fs.String("rate", bucket.BuiltinDefault.RateString(), "refill in tokens per second for gubernator and redis")
@@ -127,8 +127,8 @@ func run(args []string, stdout io.Writer) error {
 	if *conns < 1 || *conns > 4096 || *keys < 1 || *keys > 10_000_000 {
 		return errors.New("-c must be 1..4096 and -keys 1..10,000,000")
 	}
-	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate") {
-		return errors.New("-batch must be 1..1000, and above 1 only in quorate mode")
+	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate" && *mode != "envoy") {
+		return errors.New("-batch must be 1..1000, and above 1 only in quorate and envoy modes")
 	}
 	if *mode == "client" && *batch > 1 {
 		return errors.New("-mode client decides one request per call: the client batches by itself")
