@@ -57,6 +57,10 @@ bench: ## Run the Go micro-benchmarks (bucket, fsm) COUNT times (default 6) into
 loadtest: build ## Start a throwaway node and drive it with scripts/loadgen (64 connections, 20 s).
 	./scripts/loadtest.sh
 
+.PHONY: image
+image: ## Build the container image localhost/quorate:VERSION with podman (installed if missing): a static binary on an empty base, nothing pulled.
+	VERSION=$(VERSION) ./scripts/image.sh
+
 .PHONY: backup-bench
 backup-bench: ## Back up a node holding CLIENTS clients (default 1,000,000), restore it, and require identical groups; prints times and sizes.
 	./scripts/backup-bench.sh

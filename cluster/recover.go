@@ -42,7 +42,11 @@ type RecoveredGroup struct {
 // a lost majority committed that no survivor received are lost, which is
 // why this is a last resort and never automatic. The node's own id must be
 // among voters.
-func Recover(dataDir string, voters []Voter, logger *slog.Logger) ([]RecoveredGroup, error) {
+//
+// Each group's log is replayed into a state machine to snapshot it, which
+// takes a while for a long log: if started is set, Recover calls it as it
+// begins each group it holds, with the last index it will keep.
+func Recover(dataDir string, voters []Voter, logger *slog.Logger, started func(RecoveredGroup)) ([]RecoveredGroup, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -62,7 +66,7 @@ func Recover(dataDir string, voters []Voter, logger *slog.Logger) ([]RecoveredGr
 	var out []RecoveredGroup
 	for _, id := range raftgroup.IDs(cf.Groups) {
 		dir := raftgroup.Dir(id)
-		g, err := recoverGroup(stores, id, filepath.Join(dataDir, "groups", dir), cf.NodeID, conf, logger)
+		g, err := recoverGroup(stores, id, filepath.Join(dataDir, "groups", dir), cf.NodeID, conf, logger, started)
 		if err != nil {
 			return out, fmt.Errorf("cluster: recover group %s: %w", id, err)
 		}
@@ -88,7 +92,7 @@ func recoveryConfiguration(self string, voters []Voter) (raft.Configuration, err
 	return conf, nil
 }
 
-func recoverGroup(stores *raftgroup.LogStores, id, dir, nodeID string, conf raft.Configuration, logger *slog.Logger) (RecoveredGroup, error) {
+func recoverGroup(stores *raftgroup.LogStores, id, dir, nodeID string, conf raft.Configuration, logger *slog.Logger, started func(RecoveredGroup)) (RecoveredGroup, error) {
 	rg := RecoveredGroup{ID: id}
 	store, err := stores.Open(id, dir)
 	if err != nil {
@@ -110,6 +114,9 @@ func recoverGroup(stores *raftgroup.LogStores, id, dir, nodeID string, conf raft
 	}
 	if rg.LastIndex, err = store.LastIndex(); err != nil {
 		return rg, err
+	}
+	if started != nil {
+		started(rg)
 	}
 	// Recovery replays the log into a state machine to snapshot it, so the
 	// recovered group starts from a snapshot holding everything applied.

@@ -41,15 +41,18 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	}
 
 	voters := []Voter{{ID: "n3", RaftAddr: tc.raft[2]}}
-	_, err = Recover(tc.dirs[0], voters, slog.New(slog.DiscardHandler))
+	_, err = Recover(tc.dirs[0], voters, slog.New(slog.DiscardHandler), nil)
 	assert.Error(t, err, "a data dir whose node is not among the voters is refused")
-	groups, err := Recover(tc.dirs[2], voters, slog.New(slog.DiscardHandler))
+	var started []string
+	groups, err := Recover(tc.dirs[2], voters, slog.New(slog.DiscardHandler), func(g RecoveredGroup) { started = append(started, g.ID) })
 	require.NoError(t, err)
 	require.Len(t, groups, tc.groups+1)
-	for _, g := range groups {
+	for i, g := range groups {
 		assert.False(t, g.Skipped, "n3 held a replica of group %s", g.ID)
 		assert.Positive(t, g.LastIndex)
+		assert.Equal(t, g.ID, started[i], "told as each group began")
 	}
+	assert.Len(t, started, len(groups))
 
 	tc.start(2)
 	n := tc.nodes[2]

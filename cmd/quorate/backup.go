@@ -24,12 +24,12 @@ const backupTimeout = 30 * time.Minute
 
 // backupSummary is what `quorate backup` and `quorate restore` print.
 type backupSummary struct {
-	File    string                  `json:"file"`
-	Bytes   int64                   `json:"bytes"`
-	Seconds float64                 `json:"seconds,omitempty"`
-	Header  backup.Header           `json:"header"`
-	Groups  []groupSummary          `json:"groups"`
-	DataDir string                  `json:"data_dir,omitempty"`
+	File    string         `json:"file"`
+	Bytes   int64          `json:"bytes"`
+	Seconds float64        `json:"seconds,omitempty"`
+	Header  backup.Header  `json:"header"`
+	Groups  []groupSummary `json:"groups"`
+	DataDir string         `json:"data_dir,omitempty"`
 }
 
 // groupSummary is one group of a backup.

@@ -373,12 +373,7 @@ func (cl *cli) commands() map[string]command {
 			print: printConfigChange,
 		},
 		"leave": {
-			do: func(ctx context.Context, c *client.Node, _ []string) (any, error) {
-				if err := c.Leave(ctx); err != nil {
-					return nil, err
-				}
-				return api.StatusResponse{Status: "left"}, nil
-			},
+			do:    func(ctx context.Context, c *client.Node, _ []string) (any, error) { return leave(ctx, c, cl.stderr) },
 			print: func(w io.Writer, v any) { fmt.Fprintln(w, "node left the cluster and stopped") },
 		},
 		"audit": {

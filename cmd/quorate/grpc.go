@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -35,8 +36,9 @@ type grpcServer struct {
 }
 
 // startGRPC serves the Envoy rate-limit service (package envoyrls) of node
-// on addr, with the HTTP API's TLS certificate and tokens.
-func startGRPC(addr string, node *cluster.Node, sec *apiSecurity) (*grpcServer, error) {
+// on addr, with the HTTP API's TLS certificate and tokens, counting its
+// decisions on reg.
+func startGRPC(addr string, node *cluster.Node, sec *apiSecurity, reg prometheus.Registerer) (*grpcServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("grpc listener: %w", err)
@@ -49,7 +51,7 @@ func startGRPC(addr string, node *cluster.Node, sec *apiSecurity) (*grpcServer, 
 	if sec.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.Clone())))
 	}
-	var eo envoyrls.Options
+	eo := envoyrls.Options{Registerer: reg}
 	if sec.auth != nil {
 		eo.Auth = sec.auth
 	}

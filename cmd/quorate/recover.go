@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/quorate/quorate/cluster"
 )
@@ -34,7 +35,10 @@ func recoverCommand(args []string, stdout, stderr io.Writer) error {
 		vs = append(vs, cluster.Voter{ID: id, RaftAddr: addr})
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	groups, err := cluster.Recover(*dataDir, vs, logger)
+	start := time.Now()
+	groups, err := cluster.Recover(*dataDir, vs, logger, func(g cluster.RecoveredGroup) {
+		fmt.Fprintf(stderr, "%5.1fs  group %s: replaying its log through index %d into a snapshot\n", time.Since(start).Seconds(), g.ID, g.LastIndex)
+	})
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,23 @@ func serveNode(t *testing.T, args ...string) (*client.Node, string, *syncBuffer)
 	return c, gossipAddr, logs
 }
 
+// waitVoters waits until every group c's node sees has n voters.
+func waitVoters(t *testing.T, c *client.Node, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st, err := c.Cluster(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, g := range st.Groups {
+			if len(g.Voters) != n {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "the groups never had %d voters", n)
+}
+
 // certsInit runs `quorate certs init` for nodes n1 and n2 into a new dir.
 func certsInit(t *testing.T) string {
 	t.Helper()
@@ -106,18 +123,7 @@ func TestServeSecureCluster(t *testing.T) {
 	dir := certsInit(t)
 	c1, gossip, _ := serveNode(t, secureArgs(dir, "n1")...)
 	_, _, logs := serveNode(t, append(secureArgs(dir, "n2"), "--join", gossip)...)
-	require.Eventually(t, func() bool {
-		st, err := c1.Cluster(context.Background())
-		if err != nil {
-			return false
-		}
-		for _, g := range st.Groups {
-			if len(g.Voters) != 2 {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 20*time.Millisecond, "n2 never became a voter of every group")
+	waitVoters(t, c1, 2)
 	assert.NotContains(t, logs.String(), "INSECURE")
 	assert.False(t, strings.Contains(logs.String(), "failed to prove"), "n1 proved itself to n2:\n%s", logs.String())
 }

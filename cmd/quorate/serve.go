@@ -268,7 +268,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var rls *grpcServer
 	grpcErr := make(chan error)
 	if f.grpcAddr != "" {
-		if rls, err = startGRPC(f.grpcAddr, node, sec); err != nil {
+		if rls, err = startGRPC(f.grpcAddr, node, sec, reg); err != nil {
 			_ = srv.Close()
 			_ = node.Close()
 			return err

@@ -26,6 +26,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -69,14 +70,18 @@ type Options struct {
 	// Timeout bounds a call without a deadline of its own (5 s if zero),
 	// like the HTTP API's default.
 	Timeout time.Duration
+	// Registerer, if set, is where decisions are counted, in
+	// quorate_decisions_total with the HTTP API's (answer.Decisions).
+	Registerer prometheus.Registerer
 }
 
 // Server is the rate-limit service.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc   Service
-	opts  Options
-	rates answer.Rates
+	svc       Service
+	opts      Options
+	rates     answer.Rates
+	decisions *answer.Decisions // nil without opts.Registerer
 }
 
 // New returns the service of svc.
@@ -84,7 +89,11 @@ func New(svc Service, opts Options) *Server {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Server{svc: svc, opts: opts}
+	s := &Server{svc: svc, opts: opts}
+	if opts.Registerer != nil {
+		s.decisions = answer.NewDecisions(opts.Registerer)
+	}
+	return s
 }
 
 // Register adds s to a gRPC server.
@@ -117,6 +126,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		for i, d := range ds {
 			out[i] = answer.Of(d, &s.rates)
 		}
+	}
+	if s.decisions != nil {
+		s.decisions.Observe(out)
 	}
 	return response(out), nil
 }

@@ -67,8 +67,9 @@ func setTier(t *testing.T, n *cluster.Node, tier string, p bucket.Policy) {
 // headers of the most constrained descriptor.
 func TestShouldRateLimitOnANode(t *testing.T) {
 	clock := cluster.NewManualClock()
-	node := clustertest.StartNode(t, cluster.Options{Clock: clock, Registerer: prometheus.NewRegistry()})
-	rls := serve(t, node, envoyrls.Options{})
+	reg := prometheus.NewRegistry()
+	node := clustertest.StartNode(t, cluster.Options{Clock: clock, Registerer: reg})
+	rls := serve(t, node, envoyrls.Options{Registerer: reg})
 	ctx := t.Context()
 	setTier(t, node, "free", bucket.Policy{Capacity: 2, Rate: bucket.Scale}) // full again 2 s after empty
 	require.NoError(t, node.SetClientTier(ctx, "api/user=alice", "free", "ops"))
@@ -115,6 +116,31 @@ func TestShouldRateLimitOnANode(t *testing.T) {
 	r, err = rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api", Descriptors: one.Descriptors}) // hits_addend 0 is 1
 	require.NoError(t, err)
 	assert.Equal(t, uint32(1), r.GetStatuses()[0].GetLimitRemaining(), "refilled, and one taken")
+
+	// Every descriptor is counted in quorate_decisions_total, as HTTP
+	// decisions are: alice 3 allowed and 1 denied, bob 2 allowed.
+	assert.Equal(t, map[string]float64{"allowed/free": 3, "denied/free": 1, "allowed/default": 2}, decisionCounts(t, reg))
+}
+
+// decisionCounts reads quorate_decisions_total from reg, by outcome/tier.
+func decisionCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "quorate_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out[labels["outcome"]+"/"+labels["tier"]] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // A request Envoy should not send is refused with INVALID_ARGUMENT, saying

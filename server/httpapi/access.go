@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/server/answer"
 )
 
 // access is who may call a route: a set of roles (RoleAdmin may call
@@ -184,7 +185,7 @@ func loopbackHost(host string) bool {
 
 // newRefusedCounter registers quorate_http_refused_total on reg.
 func newRefusedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	return answer.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_http_refused_total",
 		Help: "Requests refused before their handler, by error code (unauthenticated, forbidden, cross_origin, host_not_allowed, unsupported_media_type).",
 	}, []string{"code"}))

@@ -111,7 +111,7 @@ func (s *Server) decide(ctx context.Context, reqs []fsm.AllowRequest, out []api.
 			out[i] = answer.Of(d, &s.rates)
 		}
 	}
-	s.metrics.observeAnswers(out)
+	s.metrics.decisions.Observe(out)
 	return nil
 }
 

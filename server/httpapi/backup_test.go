@@ -57,4 +57,3 @@ func TestBackupStreamsAndReportsFailures(t *testing.T) {
 	a = ts.send(t, "GET", "/v1/backup?x=1", "")
 	assert.Equal(t, 400, a.status)
 }
-

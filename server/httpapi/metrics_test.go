@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,24 +99,6 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	return sum
 }
 
-// Past maxCachedDecisionKeys, decisions are still counted, just not cached.
-func TestDecisionCounterCacheBound(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newMetrics(reg)
-	const tiers = maxCachedDecisionKeys + 10
-	var ds []api.AllowResponse
-	for i := range tiers {
-		tier := fmt.Sprintf("t%d", i)
-		ds = append(ds, api.AllowResponse{Tier: tier}, api.AllowResponse{Tier: tier}, api.AllowResponse{Tier: tier, Allowed: true})
-	}
-	m.observeAnswers(ds)
-	m.observeAnswers(ds)
-	assert.Len(t, *m.decisionCache.Load(), maxCachedDecisionKeys)
-	assert.Equal(t, float64(2*len(ds)), counterValue(t, reg, "quorate_decisions_total"))
-	assert.Equal(t, 4.0, childValue(t, m.decisions.WithLabelValues("denied", "t1030")))
-	assert.Equal(t, 2.0, childValue(t, m.decisions.WithLabelValues("allowed", "t0")))
-}
-
 // Cached and uncached status codes count the same, from many goroutines.
 func TestRequestCounterConcurrent(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -131,7 +112,7 @@ func TestRequestCounterConcurrent(t *testing.T) {
 			for range rounds {
 				c.observe(200)
 				c.observe(418)
-				m.observeAnswers([]api.AllowResponse{{Tier: "free", Duplicate: true}})
+				m.decisions.Observe([]api.AllowResponse{{Tier: "free", Duplicate: true}})
 			}
 		}()
 	}
@@ -140,7 +121,7 @@ func TestRequestCounterConcurrent(t *testing.T) {
 	}
 	assert.Equal(t, float64(workers*rounds), childValue(t, m.requests.WithLabelValues("POST /v1/allow", "200")))
 	assert.Equal(t, float64(workers*rounds), childValue(t, m.requests.WithLabelValues("POST /v1/allow", "418")))
-	assert.Equal(t, float64(workers*rounds), childValue(t, m.decisions.WithLabelValues("duplicate", "free")))
+	assert.Equal(t, float64(workers*rounds), childValue(t, m.decisions.Vec().WithLabelValues("duplicate", "free")))
 	assert.Equal(t, 2.0, counterValue(t, reg, "quorate_http_requests_total")/float64(workers*rounds), "only the two series")
 }
 
