@@ -31,9 +31,10 @@ func backupTo(t *testing.T, n *Node) string {
 	return path
 }
 
-// restoredCluster restores the backup at path into a new data dir and
-// starts a one-node cluster on it, on clock.
-func restoredCluster(t *testing.T, path string, groups int, clock Clock) *testCluster {
+// restoredCluster restores the backup at path into a new data dir (of
+// log layout logStore, "" for the default) and starts a one-node cluster
+// on it, on clock.
+func restoredCluster(t *testing.T, path string, groups int, clock Clock, logStore string) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, clock: clock, groups: groups, partition: &Partition{}, deadAfter: time.Hour}
 	dir := filepath.Join(t.TempDir(), "restored")
@@ -41,7 +42,7 @@ func restoredCluster(t *testing.T, path string, groups int, clock Clock) *testCl
 	tc.raft = []string{freePort(t)}
 	tc.gossip = []string{freePort(t)}
 	tc.nodes = []*Node{nil}
-	h, restored, err := Restore(path, RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: tc.raft[0]})
+	h, restored, err := Restore(path, RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: tc.raft[0], LogStore: logStore})
 	require.NoError(t, err)
 	require.Len(t, restored, groups+1)
 	assert.Equal(t, groups, h.Groups)
@@ -99,7 +100,7 @@ func TestBackupUnderLoadKeepsEveryAcknowledgedDecision(t *testing.T) {
 			admittedBefore[a.client]++
 		}
 	}
-	rc := restoredCluster(t, path, tc.groups, tc.clock)
+	rc := restoredCluster(t, path, tc.groups, tc.clock, "")
 	r := rc.nodes[0]
 	for _, c := range clients {
 		v, err := r.Client(ctx(t), c)
@@ -137,11 +138,13 @@ func TestRestoreReproducesEveryGroupExactly(t *testing.T) {
 	for _, g := range tc.nodes[0].groups {
 		want[g.ID] = tc.leaderReplica(g.ID).FSM.MarshalSnapshot()
 	}
-	rc := restoredCluster(t, path, tc.groups, tc.clock)
-	for _, g := range rc.nodes[0].groups {
-		assert.True(t, bytes.Equal(want[g.ID], g.FSM.MarshalSnapshot()), "group %s differs from the one backed up", g.ID)
+	for _, layout := range []string{raftgroup.LogStoreShared, raftgroup.LogStoreBoltDB} {
+		rc := restoredCluster(t, path, tc.groups, tc.clock, layout)
+		for _, g := range rc.nodes[0].groups {
+			assert.True(t, bytes.Equal(want[g.ID], g.FSM.MarshalSnapshot()), "%s: group %s differs from the one backed up", layout, g.ID)
+		}
+		assert.Equal(t, tc.nodes[0].meta.FSM.Config(), rc.nodes[0].meta.FSM.Config(), layout)
 	}
-	assert.Equal(t, tc.nodes[0].meta.FSM.Config(), rc.nodes[0].meta.FSM.Config())
 }
 
 // A backup cut short or damaged anywhere is refused before anything is
@@ -178,6 +181,13 @@ func TestRestoreRefusesDamageAndWritesNothing(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "x"), nil, 0o600))
 	_, _, err = Restore(path, opts)
 	assert.ErrorContains(t, err, "not empty")
+	for _, bad := range []RestoreOptions{{DataDir: dir + "2", NodeID: "n1"}, {NodeID: "n1", RaftAddr: "127.0.0.1:1"},
+		{DataDir: dir + "2", NodeID: "n1", RaftAddr: "127.0.0.1:1", LogStore: "ext4"}} {
+		_, _, err = Restore(path, bad)
+		assert.Error(t, err, "%+v", bad)
+	}
+	_, statErr := os.Stat(dir + "2")
+	assert.True(t, os.IsNotExist(statErr))
 }
 
 func flip(b []byte, i int) []byte {

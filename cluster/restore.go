@@ -54,8 +54,11 @@ func Restore(path string, opts RestoreOptions) (backup.Header, []RestoredGroup, 
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.NodeID == "" || opts.RaftAddr == "" {
-		return backup.Header{}, nil, errors.New("cluster: restore: a node id and a raft address are needed")
+	switch {
+	case opts.DataDir == "" || opts.NodeID == "" || opts.RaftAddr == "":
+		return backup.Header{}, nil, errors.New("cluster: restore: a data dir, a node id and a raft address are needed")
+	case opts.LogStore != "" && opts.LogStore != raftgroup.LogStoreShared && opts.LogStore != raftgroup.LogStoreBoltDB:
+		return backup.Header{}, nil, fmt.Errorf("cluster: restore: log store %q: %q or %q", opts.LogStore, raftgroup.LogStoreShared, raftgroup.LogStoreBoltDB)
 	}
 	if err := emptyOrAbsent(opts.DataDir); err != nil {
 		return backup.Header{}, nil, err
