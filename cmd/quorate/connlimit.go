@@ -7,7 +7,8 @@ import (
 	"github.com/quorate/quorate/internal/connlimit"
 )
 
-// Caps on the HTTP port's connections. Each open connection holds a file
+// Caps on the connections of the public ports, HTTP and gRPC, counted
+// together (one connlimit.Counter). Each open connection holds a file
 // descriptor and some memory (about 19 KiB plain, 39 KiB with TLS): without
 // a cap, idle connections from anyone who can reach the port used every
 // descriptor the process had, and the raft port could accept no peer.
@@ -32,8 +33,8 @@ type limitListener struct {
 	caps *connlimit.Counter
 }
 
-func newLimitListener(ln net.Listener, max, perIP int) *limitListener {
-	return &limitListener{Listener: ln, caps: connlimit.New(max, perIP)}
+func newLimitListener(ln net.Listener, caps *connlimit.Counter) *limitListener {
+	return &limitListener{Listener: ln, caps: caps}
 }
 
 // Accept returns the next connection within the caps.

@@ -62,3 +62,41 @@ func TestHTTPPortCapsConnections(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// The gRPC port counts its connections with the HTTP port's: with two HTTP
+// connections held from one address, that address gets one gRPC
+// connection of a per-address cap of 3, and a fourth is closed at once.
+func TestGRPCPortSharesTheConnectionCaps(t *testing.T) {
+	addr, grpcAddr := addrOn(t, "127.0.0.62"), addrOn(t, "127.0.0.62")
+	startChild(t, addr, "--data-dir", filepath.Join(t.TempDir(), "d"), "--raft-addr", addrOn(t, "127.0.0.62"),
+		"--gossip-addr", addrOn(t, "127.0.0.62"), "--grpc-addr", grpcAddr, "--max-http-conns-per-ip", "3", "--log-level", "warn")
+	dial := func(to string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.75")}, Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp", to)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	// refused reports whether the server closed c before sending anything
+	// (an admitted gRPC connection gets the server's HTTP/2 settings).
+	refused := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		n, err := c.Read(make([]byte, 64))
+		return n == 0 && err == io.EOF
+	}
+	// Two HTTP connections, each answered (so accepted and counted), held
+	// open by keep-alive.
+	for range 2 {
+		c := dial(addr)
+		_, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: 127.0.0.62\r\n\r\n"))
+		require.NoError(t, err)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(make([]byte, 512))
+		require.NoError(t, err)
+		require.Positive(t, n)
+	}
+	g := dial(grpcAddr)
+	assert.False(t, refused(g), "the third connection, on the gRPC port, is admitted")
+	assert.True(t, refused(dial(grpcAddr)), "a fourth from the address is closed, whichever port")
+	assert.True(t, refused(dial(addr)), "and on the HTTP port too")
+}

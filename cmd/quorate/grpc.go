@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/internal/connlimit"
 	"github.com/quorate/quorate/server/envoyrls"
 )
 
@@ -37,12 +38,13 @@ type grpcServer struct {
 
 // startGRPC serves the Envoy rate-limit service (package envoyrls) of node
 // on addr, with the HTTP API's TLS certificate and tokens, counting its
-// decisions on reg.
-func startGRPC(addr string, node *cluster.Node, sec *apiSecurity, reg prometheus.Registerer) (*grpcServer, error) {
-	ln, err := net.Listen("tcp", addr)
+// decisions on reg and its connections in caps, with the HTTP port's.
+func startGRPC(addr string, node *cluster.Node, sec *apiSecurity, reg prometheus.Registerer, caps *connlimit.Counter) (*grpcServer, error) {
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("grpc listener: %w", err)
 	}
+	ln := newLimitListener(raw, caps)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(1 << 20), // a request of MaxDescriptors long descriptors fits
 		grpc.ConnectionTimeout(10 * time.Second),

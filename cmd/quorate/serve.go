@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/internal/connlimit"
 	"github.com/quorate/quorate/server/httpapi"
 )
 
@@ -91,8 +92,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative, e.g. -1s: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
 	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
-	fs.IntVar(&f.maxConns, "max-http-conns", defaultMaxHTTPConns(), "most connections the HTTP port keeps open at once; one beyond is closed at once (default: half the process's file descriptors, at most 16384)")
-	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP port keeps open from one address")
+	fs.IntVar(&f.maxConns, "max-http-conns", defaultMaxHTTPConns(), "most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (default: half the process's file descriptors, at most 16384)")
+	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP and gRPC ports keep open from one address, together")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
 		"raft heartbeat and election timeout (also the leader lease; heartbeats go every third of it); lower fails over faster and costs more heartbeats")
@@ -232,7 +233,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	var ln net.Listener = newLimitListener(raw, f.maxConns, f.maxConnsIP)
+	caps := connlimit.New(f.maxConns, f.maxConnsIP) // the HTTP and gRPC ports' together
+	var ln net.Listener = newLimitListener(raw, caps)
 	scheme := "http"
 	if sec.tls != nil {
 		scheme = "https"
@@ -268,7 +270,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var rls *grpcServer
 	grpcErr := make(chan error)
 	if f.grpcAddr != "" {
-		if rls, err = startGRPC(f.grpcAddr, node, sec, reg); err != nil {
+		if rls, err = startGRPC(f.grpcAddr, node, sec, reg, caps); err != nil {
 			_ = srv.Close()
 			_ = node.Close()
 			return err
