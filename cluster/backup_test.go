@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -208,4 +209,28 @@ func (tc *testCluster) leaderReplica(id string) *raftgroup.Group {
 	}
 	require.FailNow(tc.t, "no node serves group "+id)
 	return nil
+}
+
+// A backup through a node cut off from the others fails at once with
+// ErrUnavailable (as a decision there does) rather than waiting for a
+// leader, and names the group.
+func TestBackupWithoutAMajorityFailsAtOnce(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.stop(1)
+	tc.stop(2)
+	survivor := tc.nodes[0]
+	var buf bytes.Buffer
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		buf.Reset()
+		_, err := survivor.Backup(c, &buf)
+		return errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded)
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	_, err := survivor.Backup(c, &buf)
+	assert.ErrorContains(t, err, "backup of group")
+	_, rerr := backup.Read(bytes.NewReader(buf.Bytes()), nil)
+	assert.ErrorIs(t, rerr, backup.ErrDamaged, "what was written is an incomplete backup")
 }
