@@ -240,9 +240,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		scheme = "https"
 	}
 	api := httpapi.New(node, sec.options(httpapi.Options{Logger: logger, Registerer: reg, Gatherer: reg, Scheme: scheme}, f.security.insecure))
+	var handler http.Handler = api
+	var guard *idleGuard
+	if sec.auth != nil {
+		guard = newIdleGuard(sec.auth, unauthenticatedIdle)
+		handler = guard.Handler(api)
+	}
 	srv := &http.Server{
 		TLSConfig:         sec.tls,
-		Handler:           api,
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A handler may wait out the longest deadline a caller can ask for;
@@ -251,6 +257,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if guard != nil {
+		srv.ConnContext, srv.ConnState = guard.ConnContext, guard.ConnState
 	}
 	errc := make(chan error, 1)
 	if sec.tls != nil {
