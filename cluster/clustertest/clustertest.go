@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/membership"
 )
 
 // StartNode starts a single node with opts, every zero field filled in for
@@ -43,10 +44,14 @@ func StartCluster(t testing.TB, size int, opts func(i int) cluster.Options) []*c
 		gossip[i] = freeAddr(t)
 	}
 	nodes := make([]*cluster.Node, size)
+	replicas := cluster.DefaultReplicas
 	for i := range nodes {
 		var o cluster.Options
 		if opts != nil {
 			o = opts(i)
+		}
+		if o.Replicas > 0 {
+			replicas = o.Replicas
 		}
 		o.NodeID = fmt.Sprintf("n%d", i+1)
 		o.GossipAddr = gossip[i]
@@ -70,7 +75,41 @@ func StartCluster(t testing.TB, size int, opts func(i int) cluster.Options) []*c
 		}
 		return true
 	}, 20*time.Second, 10*time.Millisecond, "the nodes never agreed on every group's leader")
+	waitPlaced(t, nodes, replicas)
 	return nodes
+}
+
+// waitPlaced waits until placement is done with a new cluster: every group
+// has min(replicas, nodes) voters and is led by its preferred leader, as
+// every node sees it. Until then placement may still move a leader, under
+// a test that expects decisions at the leader it read.
+func waitPlaced(t testing.TB, nodes []*cluster.Node, replicas int) {
+	t.Helper()
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		st, err := n.Status(context.Background())
+		require.NoError(t, err)
+		ids[i] = st.NodeID
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			st, err := n.Status(context.Background())
+			if err != nil {
+				return false
+			}
+			groupIDs := make([]string, len(st.Groups))
+			for i, g := range st.Groups {
+				groupIDs[i] = g.ID
+			}
+			preferred := membership.PreferredLeaders(groupIDs, ids, replicas)
+			for _, g := range st.Groups {
+				if g.Leader != preferred[g.ID] || len(g.Voters) != min(replicas, len(nodes)) {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "placement never settled: a group without its preferred leader or its voters")
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
