@@ -16,6 +16,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/backup"
+	"github.com/quorate/quorate/cluster/datadir"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
@@ -43,7 +44,7 @@ func restoredCluster(t *testing.T, path string, groups int, clock Clock, logStor
 	tc.raft = []string{freePort(t)}
 	tc.gossip = []string{freePort(t)}
 	tc.nodes = []*Node{nil}
-	h, restored, err := Restore(path, RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: tc.raft[0], LogStore: logStore})
+	h, restored, err := datadir.Restore(path, datadir.RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: tc.raft[0], LogStore: logStore})
 	require.NoError(t, err)
 	require.Len(t, restored, groups+1)
 	assert.Equal(t, groups, h.Groups)
@@ -158,7 +159,7 @@ func TestRestoreRefusesDamageAndWritesNothing(t *testing.T) {
 	good, err := os.ReadFile(path)
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "d")
-	opts := RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: "127.0.0.1:1"}
+	opts := datadir.RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: "127.0.0.1:1"}
 	for _, c := range []struct {
 		name string
 		data []byte
@@ -169,7 +170,7 @@ func TestRestoreRefusesDamageAndWritesNothing(t *testing.T) {
 		{"empty", nil},
 	} {
 		require.NoError(t, os.WriteFile(path, c.data, 0o600))
-		_, _, err := Restore(path, opts)
+		_, _, err := datadir.Restore(path, opts)
 		assert.ErrorIs(t, err, backup.ErrDamaged, c.name)
 		_, statErr := os.Stat(dir)
 		assert.True(t, os.IsNotExist(statErr), "%s: the data dir was created", c.name)
@@ -180,11 +181,11 @@ func TestRestoreRefusesDamageAndWritesNothing(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, good, 0o600))
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "x"), nil, 0o600))
-	_, _, err = Restore(path, opts)
+	_, _, err = datadir.Restore(path, opts)
 	assert.ErrorContains(t, err, "not empty")
-	for _, bad := range []RestoreOptions{{DataDir: dir + "2", NodeID: "n1"}, {NodeID: "n1", RaftAddr: "127.0.0.1:1"},
+	for _, bad := range []datadir.RestoreOptions{{DataDir: dir + "2", NodeID: "n1"}, {NodeID: "n1", RaftAddr: "127.0.0.1:1"},
 		{DataDir: dir + "2", NodeID: "n1", RaftAddr: "127.0.0.1:1", LogStore: "ext4"}} {
-		_, _, err = Restore(path, bad)
+		_, _, err = datadir.Restore(path, bad)
 		assert.Error(t, err, "%+v", bad)
 	}
 	_, statErr := os.Stat(dir + "2")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/datadir"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -40,11 +41,11 @@ func TestRecoverFromLostMajority(t *testing.T) {
 		tc.stop(i)
 	}
 
-	voters := []Voter{{ID: "n3", RaftAddr: tc.raft[2]}}
-	_, err = Recover(tc.dirs[0], voters, slog.New(slog.DiscardHandler), nil)
+	voters := []datadir.Voter{{ID: "n3", RaftAddr: tc.raft[2]}}
+	_, err = datadir.Recover(tc.dirs[0], voters, slog.New(slog.DiscardHandler), nil)
 	assert.Error(t, err, "a data dir whose node is not among the voters is refused")
 	var started []string
-	groups, err := Recover(tc.dirs[2], voters, slog.New(slog.DiscardHandler), func(g RecoveredGroup) { started = append(started, g.ID) })
+	groups, err := datadir.Recover(tc.dirs[2], voters, slog.New(slog.DiscardHandler), func(g datadir.RecoveredGroup) { started = append(started, g.ID) })
 	require.NoError(t, err)
 	require.Len(t, groups, tc.groups+1)
 	for i, g := range groups {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/client"
-	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/backup"
+	"github.com/quorate/quorate/cluster/datadir"
 )
 
 // backupTimeout is `quorate backup`'s --timeout unless one is given: a
@@ -44,7 +44,7 @@ type groupSummary struct {
 	SHA256        string `json:"sha256_prefix"`
 }
 
-func summarize(groups []cluster.RestoredGroup) []groupSummary {
+func summarize(groups []datadir.RestoredGroup) []groupSummary {
 	out := make([]groupSummary, len(groups))
 	for i, g := range groups {
 		out[i] = groupSummary{ID: g.ID, Clients: g.Info.Clients, Assignments: g.Info.Assignments, RequestIDs: g.Info.RequestIDs,
@@ -77,7 +77,7 @@ func takeBackup(ctx context.Context, c *client.Node, out string) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	h, groups, err := cluster.CheckBackup(partial)
+	h, groups, err := datadir.CheckBackup(partial)
 	if err != nil {
 		return nil, fmt.Errorf("backup: what the node sent does not check out: %w", err)
 	}
@@ -91,7 +91,7 @@ func takeBackup(ctx context.Context, c *client.Node, out string) (any, error) {
 	return backupSummary{File: out, Bytes: fi.Size(), Seconds: time.Since(start).Seconds(), Header: h, Groups: summarize(groups)}, nil
 }
 
-// restoreCommand is `quorate restore`: see cluster.Restore and the
+// restoreCommand is `quorate restore`: see datadir.Restore and the
 // README's "Backup and restore".
 func restoreCommand(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
@@ -111,14 +111,14 @@ func restoreCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	var (
 		h      backup.Header
-		groups []cluster.RestoredGroup
+		groups []datadir.RestoredGroup
 		err    error
 	)
 	if *check {
-		h, groups, err = cluster.CheckBackup(*from)
+		h, groups, err = datadir.CheckBackup(*from)
 	} else {
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		h, groups, err = cluster.Restore(*from, cluster.RestoreOptions{
+		h, groups, err = datadir.Restore(*from, datadir.RestoreOptions{
 			DataDir: *dataDir, NodeID: *nodeID, RaftAddr: *raftAddr, LogStore: *logStore, Logger: logger,
 		})
 	}

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/datadir"
 )
 
-// recoverCommand is `quorate recover`: see cluster.Recover and the README's
+// recoverCommand is `quorate recover`: see datadir.Recover and the README's
 // "Recovering from a lost majority".
 func recoverCommand(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
@@ -26,17 +26,17 @@ func recoverCommand(args []string, stdout, stderr io.Writer) error {
 	if *dataDir == "" || *voters == "" || fs.NArg() > 0 {
 		return usageError{errors.New("recover needs --data-dir and --voters, and no arguments")}
 	}
-	var vs []cluster.Voter
+	var vs []datadir.Voter
 	for _, item := range strings.Split(*voters, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || id == "" || addr == "" {
 			return usageError{fmt.Errorf("--voters: %q is not ID=RAFT_ADDR", item)}
 		}
-		vs = append(vs, cluster.Voter{ID: id, RaftAddr: addr})
+		vs = append(vs, datadir.Voter{ID: id, RaftAddr: addr})
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := time.Now()
-	groups, err := cluster.Recover(*dataDir, vs, logger, func(g cluster.RecoveredGroup) {
+	groups, err := datadir.Recover(*dataDir, vs, logger, func(g datadir.RecoveredGroup) {
 		fmt.Fprintf(stderr, "%5.1fs  group %s: replaying its log through index %d into a snapshot\n", time.Since(start).Seconds(), g.ID, g.LastIndex)
 	})
 	if err != nil {

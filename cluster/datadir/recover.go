@@ -1,4 +1,8 @@
-package cluster
+// Package datadir works on the data dir of a stopped node: Recover makes
+// a lost majority's survivors the only voters of every group, Restore
+// makes a new one-node cluster's data dir from a backup (package
+// cluster/backup), and CheckBackup checks a backup as Restore would.
+package datadir
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"crypto/sha256"
