@@ -9,6 +9,7 @@ import (
 	"github.com/quorate/quorate/cluster/backup"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/version"
 )
 
@@ -20,11 +21,15 @@ import (
 // while the backup runs may or may not be in it. The meta group comes
 // last, so its configuration is never older than one a data group holds.
 //
-// Nothing is held in memory but a chunk: a group led elsewhere streams
+// Below ClusterVersionBackup it writes nothing and fails with
+// ErrClusterVersion. Nothing is held in memory but a chunk: a group led elsewhere streams
 // from its leader. A failure before a group's first byte is retried at its
 // leader (as decisions are) until ctx ends; after it, Backup fails and w
 // holds an incomplete backup that every reader refuses.
 func (n *Node) Backup(ctx context.Context, w io.Writer) (backup.Header, error) {
+	if v := n.ClusterVersion(); v < fsm.ClusterVersionBackup {
+		return backup.Header{}, fmt.Errorf("%w: a backup needs cluster version %d, the cluster is at %d (a node of the release before cannot stream its groups)", ErrClusterVersion, fsm.ClusterVersionBackup, v)
+	}
 	h := backup.Header{
 		CreatedUnixNano: time.Now().UnixNano(),
 		Binary:          version.Binary,

@@ -235,3 +235,14 @@ func TestBackupWithoutAMajorityFailsAtOnce(t *testing.T) {
 	_, rerr := backup.Read(bytes.NewReader(buf.Bytes()), nil)
 	assert.ErrorIs(t, rerr, backup.ErrDamaged, "what was written is an incomplete backup")
 }
+
+// Below cluster version 2 a node of the release before may lead a group
+// and cannot stream it: a backup is refused before anything is written.
+func TestBackupNeedsClusterVersion2(t *testing.T) {
+	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = fsm.BaseClusterVersion })
+	require.Eventually(t, func() bool { return n.ClusterVersion() == fsm.BaseClusterVersion }, 10*time.Second, 5*time.Millisecond)
+	var buf bytes.Buffer
+	_, err := n.Backup(ctx(t), &buf)
+	require.ErrorIs(t, err, ErrClusterVersion)
+	assert.Zero(t, buf.Len(), "nothing written")
+}

@@ -41,6 +41,10 @@ const (
 	// TypeSetTierV2, TypeResetClient), and groups keep the audit trail
 	// (audit.go) in format 3 snapshots.
 	ClusterVersionAudit = ClusterVersionOriginsAlways
+	// ClusterVersionBackup is the same version again: every node can
+	// stream a group's snapshot to another (cluster's /internal/snapshot),
+	// so a backup can read every group at its leader.
+	ClusterVersionBackup = ClusterVersionOriginsAlways
 
 	// MaxClusterVersion is the highest cluster version this binary can run.
 	MaxClusterVersion = ClusterVersionOriginsAlways
