@@ -3,10 +3,12 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -463,6 +465,47 @@ func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("--groups %d", tc.groups))
 	assert.Empty(t, tc.nodes[0].members.Snapshot(), "the first node never admitted the odd one")
+}
+
+// A new node told no group count, joining a cluster of another count than
+// the default, takes the cluster's: it becomes a voter and decides.
+func TestJoinLearnsTheGroupCount(t *testing.T) {
+	tc := newTestCluster(t, 1) // 6 groups, not DefaultGroups
+	require.NotEqual(t, raftgroup.DefaultGroups, tc.groups)
+	dir := t.TempDir()
+	n, err := New(Options{
+		NodeID: "n2", DataDir: dir, RaftAddr: freePort(t), GossipAddr: freePort(t), HTTPAddr: "127.0.0.102:7070",
+		Join: []string{tc.gossip[0]}, Logger: slog.New(slog.DiscardHandler), Clock: tc.clock,
+		Raft: LoopbackRaftTimings, ReclaimInterval: -1, PlacementInterval: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	assert.Len(t, n.groups, tc.groups)
+	cf, err := readGroupsOf(dir)
+	require.NoError(t, err)
+	assert.Equal(t, tc.groups, cf, "quorate.json records the cluster's count")
+	require.Eventually(t, func() bool { return n.Ready(ctx(t)) == nil }, 20*time.Second, 10*time.Millisecond)
+	d, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "joined", Cost: 1}})
+	require.NoError(t, err)
+	assert.True(t, d[0].Allowed)
+
+	// Told a count, or with a data dir of its own, a node is still refused.
+	_, err = New(Options{
+		NodeID: "n3", DataDir: t.TempDir(), RaftAddr: freePort(t), GossipAddr: freePort(t),
+		Join: []string{tc.gossip[0]}, Groups: raftgroup.DefaultGroups, Logger: slog.New(slog.DiscardHandler),
+		Raft: LoopbackRaftTimings, ReclaimInterval: -1,
+	})
+	assert.ErrorContains(t, err, fmt.Sprintf("--groups %d", tc.groups))
+}
+
+func readGroupsOf(dir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "quorate.json"))
+	if err != nil {
+		return 0, err
+	}
+	var cf raftgroup.ClusterFile
+	err = json.Unmarshal(data, &cf)
+	return cf.Groups, err
 }
 
 // A node stopped gracefully (Close, what SIGTERM does) hands the groups it

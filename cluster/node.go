@@ -105,8 +105,30 @@ type Node struct {
 // New opens the node's data dir, starts every group, gossip and the
 // internal RPC, and returns once they are running (not necessarily led yet:
 // see Ready). A node with an empty data dir and no Join list bootstraps a
-// new cluster as the single voter of every group.
+// new cluster as the single voter of every group. A node with an empty
+// data dir, a Join list and no Groups takes its cluster's group count
+// (it starts with the default, and again with the count a member it was
+// refused by has).
 func New(opts Options) (*Node, error) {
+	learn := opts.Groups == 0 && len(opts.Join) > 0 && raftgroup.IsNewDataDir(opts.DataDir)
+	n, err := newNode(opts)
+	var gce *membership.GroupCountError
+	if err == nil || !learn || !errors.As(err, &gce) {
+		return n, err
+	}
+	// A new node told no group count takes its cluster's: what it made of
+	// its data dir so far is empty groups of the default count.
+	if cerr := raftgroup.ClearDataDir(opts.DataDir); cerr != nil {
+		return nil, errors.Join(err, cerr)
+	}
+	opts.Groups = gce.Theirs
+	if opts.Logger != nil {
+		opts.Logger.Info("joining a cluster of another group count than the default: taking the cluster's", "groups", gce.Theirs)
+	}
+	return newNode(opts)
+}
+
+func newNode(opts Options) (*Node, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

@@ -306,10 +306,21 @@ func (m *Gossip) compatible(p *memberlist.Node) error {
 	if json.Unmarshal(p.Meta, &meta) != nil || meta.Groups == 0 || meta.Groups == m.groups {
 		return nil // unreadable metadata is update's to ignore
 	}
-	err := fmt.Errorf("node %s has %d data groups and this node %d: a cluster's group count is fixed when it is created, so start this node with --groups %d and a fresh data dir",
-		meta.ID, meta.Groups, m.groups, meta.Groups)
+	err := &GroupCountError{Node: meta.ID, Theirs: meta.Groups, Ours: m.groups}
 	m.logger.Warn("refusing gossip member", "err", err)
 	return err
+}
+
+// GroupCountError is the refusal of a member whose group count differs
+// from this node's.
+type GroupCountError struct {
+	Node         string // the member refused
+	Theirs, Ours int    // its group count and this node's
+}
+
+func (e *GroupCountError) Error() string {
+	return fmt.Sprintf("node %s has %d data groups and this node %d: a cluster's group count is fixed when it is created, so start this node with --groups %d and a fresh data dir",
+		e.Node, e.Theirs, e.Ours, e.Theirs)
 }
 
 // Incompatible returns the refusal of a push/pull merge with members of

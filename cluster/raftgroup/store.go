@@ -258,3 +258,26 @@ func IDs(groups int) []string {
 	}
 	return ids
 }
+
+// IsNewDataDir reports whether dir is absent or empty: a node that starts
+// there creates the cluster file and every store itself.
+func IsNewDataDir(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0)
+}
+
+// ClearDataDir removes everything in dir, leaving dir: for a node that
+// created it and must start it over (a new node that learned its cluster's
+// group count).
+func ClearDataDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -81,7 +81,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.replicas, "replicas", cluster.DefaultReplicas, "voters per group (each group has min(replicas, live nodes))")
 	fs.DurationVar(&f.deadAfter, "dead-after", cluster.DefaultDeadAfter, "how long a node must be dead before its replicas are placed elsewhere")
 	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGINT/SIGTERM, leave the cluster (hand over groups, be removed as a voter) instead of just stopping")
-	fs.IntVar(&f.groups, "groups", 0, fmt.Sprintf("number of data groups, fixed when the cluster is created; 0: the data dir's, %d for a new one", cluster.DefaultGroups))
+	fs.IntVar(&f.groups, "groups", 0, fmt.Sprintf("number of data groups, fixed when the cluster is created; 0: the data dir's, or for a new one %d, or its cluster's when it joins one", cluster.DefaultGroups))
 	fs.StringVar(&f.logStore, "log-store", "", `raft log layout: "shared" (one log for every group, fsyncs shared) or "boltdb" (a raft-boltdb file per group); empty: the data dir's, "shared" for a new one`)
 	fs.StringVar(&f.config, "config", "", "JSON file with the default policy and tiers a new cluster starts with")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
