@@ -25,6 +25,17 @@ func leave(ctx context.Context, c *client.Node, progress io.Writer) (any, error)
 	tick := time.NewTicker(leavePoll)
 	defer tick.Stop()
 	start, last := time.Now(), ""
+	show := func() {
+		st, err := c.Cluster(ctx)
+		if err != nil {
+			return // closing: the answer to the leave says how it ended
+		}
+		if w := waitingFor(st); w != last {
+			fmt.Fprintf(progress, "%5.1fs  %s\n", time.Since(start).Seconds(), w)
+			last = w
+		}
+	}
+	show() // at once: a short leave may be over before the first tick
 	for {
 		select {
 		case err := <-done:
@@ -33,14 +44,7 @@ func leave(ctx context.Context, c *client.Node, progress io.Writer) (any, error)
 			}
 			return api.StatusResponse{Status: "left"}, nil
 		case <-tick.C:
-			st, err := c.Cluster(ctx)
-			if err != nil {
-				continue // closing: the answer to the leave says how it ended
-			}
-			if w := waitingFor(st); w != last {
-				fmt.Fprintf(progress, "%5.1fs  %s\n", time.Since(start).Seconds(), w)
-				last = w
-			}
+			show()
 		}
 	}
 }
