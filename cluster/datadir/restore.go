@@ -39,6 +39,7 @@ type RestoredGroup struct {
 	// the same state.
 	Bytes  int
 	Digest string
+	sum    [sha256.Size]byte // of the snapshot, to find it unchanged when written
 }
 
 // Restore makes opts.DataDir from the backup at path: a data dir from
@@ -76,7 +77,7 @@ func Restore(path string, opts RestoreOptions) (backup.Header, []RestoredGroup, 
 		return h, nil, err
 	}
 	defer os.RemoveAll(tmp) // harmless once renamed
-	if err := writeDataDir(path, tmp, h, opts); err != nil {
+	if err := writeDataDir(path, tmp, h, groups, opts); err != nil {
 		return h, nil, fmt.Errorf("cluster: restore: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o700); err != nil {
@@ -106,7 +107,7 @@ func CheckBackup(path string) (backup.Header, []RestoredGroup, error) {
 			return fmt.Errorf("%w: group %s: %w", backup.ErrDamaged, s.Group, err)
 		}
 		sum := sha256.Sum256(s.Data)
-		groups = append(groups, RestoredGroup{ID: s.Group, Info: info, Bytes: len(s.Data), Digest: hex.EncodeToString(sum[:8])})
+		groups = append(groups, RestoredGroup{ID: s.Group, Info: info, Bytes: len(s.Data), Digest: hex.EncodeToString(sum[:8]), sum: sum})
 		return nil
 	})
 	if err != nil {
@@ -119,9 +120,10 @@ func CheckBackup(path string) (backup.Header, []RestoredGroup, error) {
 }
 
 // writeDataDir writes the data dir of a one-node cluster holding the
-// backup at path into dir. The backup is read again, and must check out
-// again: it might have changed since CheckBackup.
-func writeDataDir(path, dir string, h backup.Header, opts RestoreOptions) error {
+// backup at path, as CheckBackup found it (groups), into dir. The backup
+// is read again, and each group must hold the very bytes CheckBackup
+// checked: the file might have changed since.
+func writeDataDir(path, dir string, h backup.Header, groups []RestoredGroup, opts RestoreOptions) error {
 	cf, err := raftgroup.CheckClusterFile(dir, opts.NodeID, h.Groups, opts.LogStore)
 	if err != nil {
 		return err
@@ -141,11 +143,13 @@ func writeDataDir(path, dir string, h backup.Header, opts RestoreOptions) error 
 		return err
 	}
 	defer f.Close()
+	next := 0
 	_, err = backup.Read(f, func(_ backup.Header, s backup.Section) error {
-		info, err := fsm.CheckSnapshot(s.Data)
-		if err != nil {
-			return err
+		if next >= len(groups) || groups[next].ID != s.Group || sha256.Sum256(s.Data) != groups[next].sum {
+			return fmt.Errorf("%w: group %s changed since it was checked", backup.ErrDamaged, s.Group)
 		}
+		info := groups[next].Info
+		next++
 		gdir := filepath.Join(dir, "groups", raftgroup.Dir(s.Group))
 		store, err := stores.Open(s.Group, gdir)
 		if err != nil {
