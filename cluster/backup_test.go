@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,8 +43,8 @@ func restoredCluster(t *testing.T, path string, groups int, clock Clock, logStor
 	tc := &testCluster{t: t, clock: clock, groups: groups, partition: &Partition{}, deadAfter: time.Hour}
 	dir := filepath.Join(t.TempDir(), "restored")
 	tc.dirs = []string{dir}
-	tc.raft = []string{freePort(t)}
-	tc.gossip = []string{freePort(t)}
+	tc.raft = []string{freeport.Addr(t)}
+	tc.gossip = []string{freeport.Addr(t)}
 	tc.nodes = []*Node{nil}
 	h, restored, err := datadir.Restore(path, datadir.RestoreOptions{DataDir: dir, NodeID: "n1", RaftAddr: tc.raft[0], LogStore: logStore})
 	require.NoError(t, err)

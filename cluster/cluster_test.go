@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/internal/freeport"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,14 +48,6 @@ type testCluster struct {
 	// gossipKeys encrypt gossip.
 	pki        *peertls.Authority
 	gossipKeys [][]byte
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // runLoad runs fn(w, i) for i = 0, 1, .. in each of workers goroutines, up
@@ -103,8 +96,8 @@ func (tc *testCluster) addNode() *Node {
 	tc.t.Helper()
 	i := len(tc.nodes)
 	tc.dirs = append(tc.dirs, tc.t.TempDir())
-	tc.raft = append(tc.raft, freePort(tc.t))
-	tc.gossip = append(tc.gossip, freePort(tc.t))
+	tc.raft = append(tc.raft, freeport.Addr(tc.t))
+	tc.gossip = append(tc.gossip, freeport.Addr(tc.t))
 	tc.nodes = append(tc.nodes, nil)
 	tc.start(i)
 	return tc.nodes[i]
@@ -458,7 +451,7 @@ func TestClusterJoinAndReplaceDeadNode(t *testing.T) {
 func TestJoinRefusesAnotherGroupCount(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	_, err := New(Options{
-		NodeID: "odd", DataDir: t.TempDir(), RaftAddr: freePort(t), GossipAddr: freePort(t),
+		NodeID: "odd", DataDir: t.TempDir(), RaftAddr: freeport.Addr(t), GossipAddr: freeport.Addr(t),
 		Join: []string{tc.gossip[0]}, Groups: tc.groups + 2, Logger: slog.New(slog.DiscardHandler),
 		Raft: LoopbackRaftTimings, ReclaimInterval: -1,
 	})
@@ -474,7 +467,7 @@ func TestJoinLearnsTheGroupCount(t *testing.T) {
 	require.NotEqual(t, raftgroup.DefaultGroups, tc.groups)
 	dir := t.TempDir()
 	n, err := New(Options{
-		NodeID: "n2", DataDir: dir, RaftAddr: freePort(t), GossipAddr: freePort(t), HTTPAddr: "127.0.0.102:7070",
+		NodeID: "n2", DataDir: dir, RaftAddr: freeport.Addr(t), GossipAddr: freeport.Addr(t), HTTPAddr: "127.0.0.102:7070",
 		Join: []string{tc.gossip[0]}, Logger: slog.New(slog.DiscardHandler), Clock: tc.clock,
 		Raft: LoopbackRaftTimings, ReclaimInterval: -1, PlacementInterval: 50 * time.Millisecond,
 	})
@@ -491,7 +484,7 @@ func TestJoinLearnsTheGroupCount(t *testing.T) {
 
 	// Told a count, or with a data dir of its own, a node is still refused.
 	_, err = New(Options{
-		NodeID: "n3", DataDir: t.TempDir(), RaftAddr: freePort(t), GossipAddr: freePort(t),
+		NodeID: "n3", DataDir: t.TempDir(), RaftAddr: freeport.Addr(t), GossipAddr: freeport.Addr(t),
 		Join: []string{tc.gossip[0]}, Groups: raftgroup.DefaultGroups, Logger: slog.New(slog.DiscardHandler),
 		Raft: LoopbackRaftTimings, ReclaimInterval: -1,
 	})

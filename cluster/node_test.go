@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -479,7 +481,7 @@ func TestClosedForwarderAnswersAtOnce(t *testing.T) {
 // to retry (nothing was sent), never that the node is shutting down.
 func TestIdleForwardersAreRetired(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
-	gone, used := freePort(t), freePort(t) // nothing listens on either
+	gone, used := freeport.Addr(t), freeport.Addr(t) // nothing listens on either
 	old := n.forwarderFor(gone)
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

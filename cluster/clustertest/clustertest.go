@@ -9,9 +9,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/internal/freeport"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +42,7 @@ func StartCluster(t testing.TB, size int, opts func(i int) cluster.Options) []*c
 	t.Helper()
 	gossip := make([]string, size)
 	for i := range gossip {
-		gossip[i] = freeAddr(t)
+		gossip[i] = freeport.Addr(t)
 	}
 	nodes := make([]*cluster.Node, size)
 	replicas := cluster.DefaultReplicas
@@ -110,15 +111,6 @@ func waitPlaced(t testing.TB, nodes []*cluster.Node, replicas int) {
 		}
 		return true
 	}, 30*time.Second, 20*time.Millisecond, "placement never settled: a group without its preferred leader or its voters")
-}
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func startNode(t testing.TB, opts cluster.Options) *cluster.Node {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +43,7 @@ func TestBackupRestoreServe(t *testing.T) {
 	assert.Contains(t, out.String(), "the backup checks out")
 	require.NoError(t, stop())
 
-	data, raftAddr := filepath.Join(dir, "new"), freeAddr(t)
+	data, raftAddr := filepath.Join(dir, "new"), freeport.Addr(t)
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"restore", "--from", file, "--data-dir", data, "--node-id", "n9", "--raft-addr", raftAddr}, &out, &errOut), errOut.String())
 	assert.Contains(t, out.String(), "quorate serve --data-dir "+data+" --node-id n9 --raft-addr "+raftAddr)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -85,9 +87,9 @@ func TestKilledNodeKeepsAcknowledgedDecisions(t *testing.T) {
 			cfg := filepath.Join(dir, "limits.json")
 			const capacity = 1_000_000
 			require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`{"default":{"capacity":%d,"refill_per_second":0}}`, capacity)), 0o644))
-			addr := freeAddr(t)
+			addr := freeport.Addr(t)
 			args := []string{"--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-store", layout,
-				"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--log-level", "warn", "--groups", "4"}
+				"--raft-addr", freeport.Addr(t), "--gossip-addr", freeport.Addr(t), "--log-level", "warn", "--groups", "4"}
 			child := startChild(t, addr, args...)
 
 			const clients, workers = 8, 16

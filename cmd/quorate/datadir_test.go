@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,8 +20,8 @@ func TestDataDirIsPrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.Chmod(dir, 0o755))
-	addr := freeAddr(t)
-	startChild(t, addr, "--data-dir", dir, "--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t))
+	addr := freeport.Addr(t)
+	startChild(t, addr, "--data-dir", dir, "--raft-addr", freeport.Addr(t), "--gossip-addr", freeport.Addr(t))
 	var files int
 	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

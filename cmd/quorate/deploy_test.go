@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -142,7 +144,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	dir := t.TempDir()
 	authFile := filepath.Join(dir, "auth.json")
 	token := newToken(t, authFile, "ops", "admin")
-	_, addr, _ := startServe(t, "--data-dir", filepath.Join(dir, "d"), "--auth-file", authFile, "--max-clients", "2", "--grpc-addr", freeAddr(t))
+	_, addr, _ := startServe(t, "--data-dir", filepath.Join(dir, "d"), "--auth-file", authFile, "--max-clients", "2", "--grpc-addr", freeport.Addr(t))
 	c := client.NewNode(addr, nil, client.WithToken(token))
 	ctx := context.Background()
 	_, err := c.AllowBatch(ctx, []api.AllowRequest{{Client: "a"}, {Client: "b"}})

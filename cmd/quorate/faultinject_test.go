@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +26,7 @@ func TestFaultBuildNeedsDebugAddr(t *testing.T) {
 }
 
 func TestFaultBuildSkewsTheClock(t *testing.T) {
-	debug := freeAddr(t)
+	debug := freeport.Addr(t)
 	c, _, _ := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--debug-addr", debug)
 	ctx := context.Background()
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
@@ -17,7 +19,7 @@ import (
 // quorate serve --grpc-addr answers Envoy's ShouldRateLimit, sharing the
 // buckets of the HTTP API, and stops with the node.
 func TestServeGRPC(t *testing.T) {
-	grpcAddr := freeAddr(t)
+	grpcAddr := freeport.Addr(t)
 	c, _, stop := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--grpc-addr", grpcAddr)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)

@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/internal/freeport"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,21 +23,11 @@ import (
 	"github.com/quorate/quorate/internal/version"
 )
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // startServe runs `quorate serve` in-process and returns a client for it and
 // a function that stops it (as SIGTERM would) and returns serve's error.
 func startServe(t *testing.T, args ...string) (*client.Node, string, func() error) {
 	t.Helper()
-	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	addr, raftAddr, gossipAddr := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan error, 1)
@@ -113,7 +104,7 @@ func TestServeRefusesInvalidDefault(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"default":{"capacity":0,"refill_per_second":1}}`), 0o644))
-	err := run(context.Background(), []string{"serve", "--data-dir", filepath.Join(dir, "d"), "--config", cfg, "--http-addr", freeAddr(t)}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := run(context.Background(), []string{"serve", "--data-dir", filepath.Join(dir, "d"), "--config", cfg, "--http-addr", freeport.Addr(t)}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "capacity must be at least 1")
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/internal/freeport"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +22,7 @@ import (
 // and its log.
 func serveNode(t *testing.T, args ...string) (*client.Node, string, *syncBuffer) {
 	t.Helper()
-	addr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	addr, raftAddr, gossipAddr := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
@@ -104,7 +106,7 @@ func TestServeIsSecureByDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", freeAddr(t)}, tt.args...)
+			args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", freeport.Addr(t)}, tt.args...)
 			err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)

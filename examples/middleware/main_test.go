@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/internal/freeport"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -26,10 +27,7 @@ func TestTheExampleLimitsByAPIKey(t *testing.T) {
 	node := clustertest.StartNode(t, cluster.Options{Clock: cluster.NewManualClock(), Registerer: reg})
 	q := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
 	defer q.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := freeport.Addr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,0 +1,33 @@
+package freeport
+
+import (
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAddrIsFreeAndOutsideTheEphemeralRange(t *testing.T) {
+	seen := map[string]bool{}
+	for range 20 {
+		addr := Addr(t)
+		host, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		assert.Equal(t, "127.0.0.1", host)
+		p, err := strconv.Atoi(port)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, p, low)
+		assert.Less(t, p, high)
+		ln, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "Addr returned a port that cannot be bound")
+		pc, err := net.ListenPacket("udp", addr)
+		require.NoError(t, err)
+		require.NoError(t, pc.Close())
+		assert.False(t, free(addr), "a bound port must not count as free")
+		require.NoError(t, ln.Close())
+		seen[addr] = true
+	}
+	assert.Greater(t, len(seen), 1, "Addr must not return one port every time")
+}
