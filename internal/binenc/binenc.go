@@ -117,6 +117,20 @@ func (r *Reader) Str(max int) string {
 	return s
 }
 
+// Fixed reads the next n bytes, which have no length before them.
+func (r *Reader) Fixed(n int) []byte {
+	if r.Err != nil {
+		return nil
+	}
+	if n > len(r.B) {
+		r.Fail("truncated: %d bytes left, %d wanted", len(r.B), n)
+		return nil
+	}
+	v := r.B[:n:n]
+	r.B = r.B[n:]
+	return v
+}
+
 // Bytes reads a byte string of at most max bytes into a new slice (nil if
 // it is empty), so the result does not alias the reader's buffer.
 func (r *Reader) Bytes(max int) []byte {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -401,8 +402,20 @@ func ensureIptables(ctx context.Context, log *slog.Logger) error {
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		return errors.New("control: iptables is not installed and there is no apt-get to install it; install iptables (with iptables-restore) and retry")
 	}
+	// Test packages run at once (go test ./...), and two apt-gets at once
+	// fail on apt's own lock: one process installs, the others wait for it
+	// and find iptables there.
+	unlock, err := lockFile(ctx, filepath.Join(os.TempDir(), "quorate-apt-install.lock"))
+	if err != nil {
+		return fmt.Errorf("control: iptables is not installed: %w", err)
+	}
+	defer unlock()
+	if have() {
+		return nil
+	}
 	log.Info("iptables not found; installing it with apt-get")
 	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "iptables"}} {
+		args = append([]string{"-o", "DPkg::Lock::Timeout=300"}, args...) // someone else's apt-get
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -414,6 +427,31 @@ func ensureIptables(ctx context.Context, log *slog.Logger) error {
 		return errors.New("control: apt-get installed iptables but iptables or iptables-restore is still not on PATH")
 	}
 	return nil
+}
+
+// lockFile takes an exclusive lock on the file at path (made if missing),
+// waiting for other processes that hold it until ctx ends.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // lastLines returns the last n lines of b, trimmed.
