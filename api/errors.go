@@ -39,6 +39,7 @@ const (
 	CodeShuttingDown   Code = "shutting_down"    // this node is stopping: try another
 	CodeOverloaded     Code = "overloaded"       // the node has more work, or state, than it takes; nothing was decided
 	CodeTooManyClients Code = "too_many_clients" // a new client past the node's --max-clients; known clients are served
+	CodeRequestIDsFull Code = "request_ids_full" // a new request id while the group remembers the most ids it may; requests without ids and retries are served
 	CodeDiskFull       Code = "disk_full"        // the node's data dir is nearly full; nothing was decided
 	CodeTimeout        Code = "timeout"          // the deadline passed before the answer was applied: may have been decided
 	CodeNotReady       Code = "not_ready"        // GET /readyz: some group has no leader
@@ -126,6 +127,7 @@ var codes = map[Code]Meaning{
 	CodeShuttingDown:   {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
 	CodeOverloaded:     {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
 	CodeTooManyClients: {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
+	CodeRequestIDsFull: {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},
 	CodeDiskFull:       {RetrySafe, http.StatusServiceUnavailable, 5, GRPCUnavailable},
 	CodeTimeout:        {Unknown, http.StatusServiceUnavailable, 1, GRPCDeadlineExceeded},
 	CodeNotReady:       {RetrySafe, http.StatusServiceUnavailable, 1, GRPCUnavailable},

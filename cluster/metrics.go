@@ -107,6 +107,8 @@ func (m *nodeMetrics) refused(err error) {
 		m.refusals.WithLabelValues("overloaded").Inc()
 	case errors.Is(err, ErrTooManyClients):
 		m.refusals.WithLabelValues("too_many_clients").Inc()
+	case errors.Is(err, ErrRequestIDsFull):
+		m.refusals.WithLabelValues("request_ids_full").Inc()
 	case errors.Is(err, ErrDiskFull):
 		m.refusals.WithLabelValues("disk_full").Inc()
 	}

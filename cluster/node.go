@@ -266,7 +266,7 @@ func (n *Node) start() error {
 			Timings:   opts.Raft,
 			Logger:    n.logger,
 			LogLevel:  opts.RaftLogLevel.Level(),
-			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
+			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }, RequestIDMax: opts.requestIDMax},
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 			OnContact: func(a raft.ServerAddress) { n.reach.contact(string(a)) },

@@ -117,6 +117,9 @@ type Options struct {
 	// claim a lower highest cluster version than its binary's, as a node of
 	// an older release would (zero: fsm.MaxClusterVersion).
 	maxClusterVersion uint32
+	// requestIDMax, set only by this package's tests, is every group's
+	// fsm.Options.RequestIDMax (zero: the default).
+	requestIDMax int
 	// readHeap, set only by this package's tests, replaces the runtime's
 	// heap readings of checkMemory.
 	readHeap func() (live, objects, cycles uint64)

@@ -117,8 +117,9 @@ func (r *resolver) check(err error) error {
 
 // finish turns the result of the last attempt into the call's: an error
 // after an unknown outcome stays unknown, an unresolved retry is unknown,
-// and a duplicate that is this call's own first decision is reported as the
-// decision it is.
+// requests the group shed make the call ErrRequestIDsFull (unknown if
+// others were decided), and a duplicate that is this call's own first
+// decision is reported as the decision it is.
 func (r *resolver) finish(ds []fsm.Decision, err error) ([]fsm.Decision, error) {
 	if err != nil {
 		if !r.until.IsZero() && !errors.Is(err, ErrOutcomeUnknown) {
@@ -129,10 +130,22 @@ func (r *resolver) finish(ds []fsm.Decision, err error) ([]fsm.Decision, error) 
 	if len(ds) != len(r.reqs) {
 		return nil, fmt.Errorf("%w: %d decisions for %d requests", ErrOutcomeUnknown, len(ds), len(r.reqs))
 	}
+	shed := 0
 	for i := range ds {
 		if ds[i].Unresolved {
 			return nil, fmt.Errorf("%w: the group may have forgotten the first attempt", ErrOutcomeUnknown)
 		}
+		if ds[i].Shed {
+			shed++
+		}
+	}
+	switch {
+	case shed == len(ds):
+		return nil, fmt.Errorf("%w: the group remembers the most request ids it may", ErrRequestIDsFull)
+	case shed > 0:
+		return nil, fmt.Errorf("%w: %d of %d requests were decided, the others shed: %w", ErrOutcomeUnknown, len(ds)-shed, len(ds), ErrRequestIDsFull)
+	}
+	for i := range ds {
 		if ds[i].Duplicate && ds[i].Origin == r.reqs[i].Origin {
 			ds[i].Duplicate = false
 		}

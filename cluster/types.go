@@ -11,6 +11,7 @@ var (
 	ErrOutcomeUnknown = errs.ErrOutcomeUnknown // may have been appended; retry with the same request id to learn
 	ErrOverloaded     = errs.ErrOverloaded     // refused at once, nothing decided
 	ErrTooManyClients = errs.ErrTooManyClients // a new client past Options.MaxClients, nothing decided
+	ErrRequestIDsFull = errs.ErrRequestIDsFull // a new request id past the group's memory of ids, nothing decided
 	ErrDiskFull       = errs.ErrDiskFull       // below Options.MinFreeDisk, nothing appended
 	ErrShuttingDown   = errs.ErrShuttingDown   // the node is stopping, nothing appended
 	ErrClusterVersion = errs.ErrClusterVersion // needs a higher cluster version, nothing appended

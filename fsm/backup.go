@@ -8,7 +8,7 @@ import (
 // SnapshotInfo describes a snapshot's bytes, checked as Restore checks
 // them.
 type SnapshotInfo struct {
-	// Format is the snapshot's format version (1..3).
+	// Format is the snapshot's format version (1..4).
 	Format byte
 	// Applied is the index of the last raft entry the state includes.
 	Applied uint64
@@ -39,7 +39,7 @@ func CheckSnapshot(data []byte) (SnapshotInfo, error) {
 		ConfigVersion:  s.config.Version,
 		Clients:        len(s.buckets[0]) + len(s.windowMap()),
 		Assignments:    len(s.tiers[0]),
-		RequestIDs:     len(s.dedup),
+		RequestIDs:     s.idCount(),
 	}, nil
 }
 

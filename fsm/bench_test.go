@@ -65,7 +65,8 @@ func BenchmarkEncodeAllowBatch(b *testing.B) {
 // BenchmarkStateBytes reports what the state costs in live heap: bytes per
 // client (a bucket) and per remembered request id, with short (16-byte)
 // and the longest ids (256-byte clients, 128-byte request ids), measured
-// after a collection over 200,000 of each.
+// after a collection over 200,000 of each; request ids at
+// ClusterVersionIDMemory (by digest) and, "_named", below it.
 func BenchmarkStateBytes(b *testing.B) {
 	const n = 200_000
 	live := func() uint64 {
@@ -77,13 +78,22 @@ func BenchmarkStateBytes(b *testing.B) {
 	for _, c := range []struct {
 		name             string
 		clientLen, idLen int
-	}{{"short_ids", 16, 0}, {"short_ids_with_request_ids", 16, 16}, {"longest_ids", 256, 0}, {"longest_ids_with_request_ids", 256, 128}} {
+		version          uint32
+	}{
+		{"short_ids", 16, 0, MaxClusterVersion},
+		{"short_ids_with_request_ids", 16, 16, MaxClusterVersion},
+		{"short_ids_with_request_ids_named", 16, 16, ClusterVersionOriginsAlways},
+		{"longest_ids", 256, 0, MaxClusterVersion},
+		{"longest_ids_with_request_ids", 256, 128, MaxClusterVersion},
+		{"longest_ids_with_request_ids_named", 256, 128, ClusterVersionOriginsAlways},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				f, err := New(Options{DedupMax: 2 * n})
 				if err != nil {
 					b.Fatal(err)
 				}
+				f.ApplyCommand(Encode(SetClusterVersion{Version: c.version}))
 				reqs := make([]AllowRequest, 1000)
 				before := live()
 				for i := range n / len(reqs) {
@@ -94,7 +104,7 @@ func BenchmarkStateBytes(b *testing.B) {
 							reqs[j].RequestID = fmt.Sprintf("%0*d", c.idLen, k)
 						}
 					}
-					f.ApplyCommand(Encode(Allow{Stamp: int64(i), Requests: reqs}))
+					f.ApplyCommand(Encode(Allow{Stamp: 1_800_000_000_000_000_000 + int64(i), Requests: reqs})) // stamps of this century
 				}
 				after := live()
 				b.ReportMetric(float64(after-before)/n, "bytes/client")

@@ -43,6 +43,11 @@ type Decision struct {
 	// decision for the request but may have forgotten one. Nothing was
 	// decided; whether the first proposal was applied is unknown.
 	Unresolved bool
+	// Shed reports a request with a new request id that the group did not
+	// decide because it remembers as many ids as it may (from
+	// ClusterVersionIDMemory; see Options.RequestIDMax): nothing was taken
+	// or remembered, and the same request may be sent again.
+	Shed bool
 	// RateKnown reports that Rate is the deciding policy's rate (see Rate).
 	RateKnown bool
 	// Window is the length of the sliding window that decided, in
@@ -99,9 +104,15 @@ type Options struct {
 	// DedupWindow is how long, in group time, a request id is remembered
 	// (DefaultDedupWindow if zero).
 	DedupWindow int64
-	// DedupMax is the most request ids remembered at once (DefaultDedupMax
-	// if zero); the oldest are forgotten first.
+	// DedupMax is the most request ids remembered at once below
+	// ClusterVersionIDMemory (DefaultDedupMax if zero); the oldest are
+	// forgotten first.
 	DedupMax int
+	// RequestIDMax is the most request ids remembered at once from
+	// ClusterVersionIDMemory on (DefaultRequestIDMax if zero): none is
+	// forgotten before its window ends, and a request with a new id past
+	// it is shed (Decision.Shed).
+	RequestIDMax int
 	// OriginDedupWindow and OriginDedupMax are the same for requests
 	// without an id, remembered under their origin (DefaultOriginDedupWindow
 	// and DefaultOriginDedupMax if zero).
@@ -145,7 +156,7 @@ type FSM struct {
 	// per client, and the last configuration changes, oldest first.
 	records  *cowMap[ClientRecord]
 	audit    []AuditEntry
-	dedup    *dedupWindow // by request id
+	ids      *idMemory    // by request id
 	byOrigin *dedupWindow // requests without an id, by origin
 	marks    map[uint32]originMark
 	// idsForgottenUntil is the end of the window of the newest request id
@@ -182,6 +193,7 @@ func New(opts Options) (*FSM, error) {
 	}
 	opts.DedupWindow = min(cmp.Or(max(opts.DedupWindow, 0), DefaultDedupWindow), int64(maxDedupWindow))
 	opts.DedupMax = cmp.Or(max(opts.DedupMax, 0), DefaultDedupMax)
+	opts.RequestIDMax = cmp.Or(max(opts.RequestIDMax, 0), DefaultRequestIDMax)
 	opts.OriginDedupWindow = cmp.Or(max(opts.OriginDedupWindow, 0), DefaultOriginDedupWindow)
 	opts.OriginDedupMax = cmp.Or(max(opts.OriginDedupMax, 0), DefaultOriginDedupMax)
 	f := &FSM{initial: cfg, onConfig: opts.OnConfig, opts: opts}
@@ -216,9 +228,9 @@ func (f *FSM) reset() {
 	f.windows = newCowMap[bucket.Window]()
 	f.records = newCowMap[ClientRecord]()
 	f.audit = nil
-	forgot := func(e dedupEntry) { f.forget(e.decision.Origin, f.highWater) }
-	f.dedup = newDedupWindow(f.opts.DedupWindow, f.opts.DedupMax, forgot)
-	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, forgot)
+	forgot := func(o uint64) { f.forget(o, f.highWater) }
+	f.ids = newIDMemory(f.opts.DedupWindow, forgot)
+	f.byOrigin = newDedupWindow(f.opts.OriginDedupWindow, f.opts.OriginDedupMax, func(e dedupEntry) { forgot(e.decision.Origin) })
 	f.marks = map[uint32]originMark{}
 	f.idsForgottenUntil = 0
 	f.clusterVersion = BaseClusterVersion
@@ -244,7 +256,7 @@ func (f *FSM) StateBytes() int64 { return f.stateBytes.Load() }
 // snapshot restored. The caller holds the lock.
 func (f *FSM) settle() {
 	f.nBuckets.Store(int64(f.buckets.len() + f.windows.len()))
-	f.stateBytes.Store(f.mapBytes + f.dedup.bytes + f.byOrigin.bytes)
+	f.stateBytes.Store(f.mapBytes + f.ids.bytes() + f.byOrigin.bytes)
 }
 
 // Apply applies one log entry. See ApplyBatch.
@@ -307,7 +319,7 @@ func (f *FSM) applyAllow(a Allow) *AllowResult {
 	now := f.advance(a.Stamp)
 	// Expire before looking ids up, so an id is forgotten exactly one window
 	// after its decision whether or not anything was applied in between.
-	f.dedup.expire(now)
+	f.ids.expire(now)
 	f.byOrigin.expire(now)
 	res := &AllowResult{Decisions: make([]Decision, len(a.Requests))}
 	for i, r := range a.Requests {
@@ -319,39 +331,52 @@ func (f *FSM) applyAllow(a Allow) *AllowResult {
 // allowOne decides one request at group time now, or returns the decision
 // remembered for it.
 func (f *FSM) allowOne(r AllowRequest, now int64) Decision {
-	w, k := f.dedup, dedupKey{client: r.Client, id: r.RequestID}
-	switch {
-	case r.RequestID == "" && r.Origin == 0:
-		w = nil // nothing to remember it by
-	case r.RequestID == "":
-		w, k = f.byOrigin, dedupKey{client: r.Client, origin: r.Origin}
-	}
 	// Since ClusterVersionOriginsAlways a first attempt is looked up too:
 	// its retry may have overtaken it.
 	always := f.clusterVersion >= ClusterVersionOriginsAlways
-	if w != nil && (w == f.dedup || r.Retry || always) {
-		if d, ok := w.get(k); ok {
+	byOrigin := r.RequestID == "" && r.Origin != 0
+	var digest idDigest
+	switch {
+	case r.RequestID != "":
+		digest = digestOf(r.Client, r.RequestID)
+		if d, ok := f.ids.get(digest); ok {
+			d.Duplicate, d.MaybeDuplicate = true, false
+			return d
+		}
+	case byOrigin && (r.Retry || always):
+		if d, ok := f.byOrigin.get(dedupKey{client: r.Client, origin: r.Origin}); ok {
 			d.Duplicate, d.MaybeDuplicate = true, false
 			return d
 		}
 	}
-	if (r.Retry || always && w == f.byOrigin) && f.mayHaveForgotten(r.Origin) {
+	if (r.Retry || always && byOrigin) && f.mayHaveForgotten(r.Origin) {
 		return Decision{Unresolved: true, Stamp: now}
+	}
+	// From ClusterVersionIDMemory an id is never forgotten before its
+	// window ends: a new one that does not fit is not decided.
+	idsKept := f.clusterVersion >= ClusterVersionIDMemory
+	if r.RequestID != "" && idsKept && f.ids.len() >= f.opts.RequestIDMax {
+		return Decision{Shed: true, Stamp: now}
 	}
 	d := f.decide(r.Client, r.Cost, now)
 	d.Origin = r.Origin
-	d.MaybeDuplicate = w == f.dedup && now <= f.idsForgottenUntil
-	if w != nil {
-		kept := d
-		if f.clusterVersion < ClusterVersionOriginsAlways {
-			// Snapshots of format 2 hold no rate: a replica restored from
-			// one must answer a duplicate as the others do.
-			kept.Rate, kept.RateKnown = 0, false
-		}
-		if n, newest := w.put(k, kept); n > 0 && w == f.dedup {
+	d.MaybeDuplicate = r.RequestID != "" && now <= f.idsForgottenUntil
+	kept := d
+	if !always {
+		// Snapshots of format 2 hold no rate: a replica restored from
+		// one must answer a duplicate as the others do.
+		kept.Rate, kept.RateKnown = 0, false
+	}
+	switch {
+	case r.RequestID != "" && idsKept:
+		f.ids.put(digest, "", "", false, kept, 0)
+	case r.RequestID != "":
+		if n, newest := f.ids.put(digest, r.Client, r.RequestID, true, kept, f.opts.DedupMax); n > 0 {
 			f.evictedEarly.Add(uint64(n))
-			f.idsForgottenUntil = max(f.idsForgottenUntil, newest+w.window)
+			f.idsForgottenUntil = max(f.idsForgottenUntil, newest+f.ids.window)
 		}
+	case byOrigin:
+		f.byOrigin.put(dedupKey{client: r.Client, origin: r.Origin}, kept)
 	}
 	return d
 }
@@ -544,7 +569,7 @@ func (f *FSM) applySetTier(s SetTier) *SetTierResult {
 
 func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
 	now := f.advance(r.Stamp)
-	res := &ReclaimResult{Dedup: f.dedup.expire(now) + f.byOrigin.expire(now)}
+	res := &ReclaimResult{Dedup: f.ids.expire(now) + f.byOrigin.expire(now)}
 	f.pruneMarks(now)
 	f.pruneRecords(now)
 	// Each deletion depends only on its own bucket, so map order cannot

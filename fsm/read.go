@@ -91,7 +91,7 @@ func (f *FSM) Known(client string) bool {
 func (f *FSM) Remembered() (byID, byOrigin int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.dedup.len(), f.byOrigin.len()
+	return f.ids.len(), f.byOrigin.len()
 }
 
 // Stats returns the number of buckets, tier assignments and remembered
@@ -99,7 +99,7 @@ func (f *FSM) Remembered() (byID, byOrigin int) {
 func (f *FSM) Stats() (buckets, assignments, requestIDs int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.buckets.len() + f.windows.len(), f.tiers.len(), f.dedup.len()
+	return f.buckets.len() + f.windows.len(), f.tiers.len(), f.ids.len()
 }
 
 // View returns client's state at max(now, high water) without changing it.

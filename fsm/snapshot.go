@@ -28,10 +28,13 @@ import (
 // binaries of the release before can install. Format 3 also writes the
 // configuration with the policies and fills of cluster version 2, the
 // sliding windows after everything else, and decisions' shadow flag and
-// window. Every version is still read.
+// window. Version 4, written once the cluster version reaches
+// ClusterVersionIDMemory, holds each decision remembered by request id
+// under its digest (idDigest) instead of its client and request id. Every
+// version is still read.
 const (
 	snapshotMagic   = "QRSNAP"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 // ErrBadSnapshot is returned (wrapped) by Restore for bytes that are not a
@@ -51,7 +54,8 @@ type snapshot struct {
 	records   frozenMap[ClientRecord]
 	audit     []AuditEntry
 	hold      *snapshotHold // nil for a decoded snapshot
-	dedup     []dedupEntry  // by request id
+	ids       []idChunk     // by request id: a view of the FSM's records
+	idRecords []idRecord    // the same, for a decoded snapshot
 	byOrigin  []dedupEntry  // by origin
 	marks     map[uint32]originMark
 	// idsForgottenUntil, clusterVersion and epochsAllocated: see FSM.
@@ -79,7 +83,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		records:   f.records.freeze(hold),
 		audit:     f.audit[:len(f.audit):len(f.audit)],
 		hold:      hold,
-		dedup:     f.dedup.order[:len(f.dedup.order):len(f.dedup.order)],
+		ids:       f.ids.view(),
 		byOrigin:  f.byOrigin.order[:len(f.byOrigin.order):len(f.byOrigin.order)],
 		marks:     maps.Clone(f.marks),
 
@@ -132,8 +136,11 @@ func (s *snapshot) writeTo(w io.Writer) error {
 		return err
 	}
 	format := byte(snapshotVersion)
-	if s.clusterVersion < ClusterVersionOriginsAlways {
+	switch {
+	case s.clusterVersion < ClusterVersionOriginsAlways:
 		format = 2
+	case s.clusterVersion < ClusterVersionIDMemory:
+		format = 3
 	}
 	b = append(b, snapshotMagic...)
 	b = append(b, format)
@@ -160,14 +167,23 @@ func (s *snapshot) writeTo(w io.Writer) error {
 			return err
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.dedup)))
-	for _, e := range s.dedup {
-		b = binenc.AppendString(b, e.key.client)
-		b = binenc.AppendString(b, e.key.id)
-		b = appendDecision(b, e.decision, format)
-		if err := flush(false); err != nil {
-			return err
+	b = binary.AppendUvarint(b, uint64(s.idCount()))
+	var err error
+	s.eachID(func(r idRecord) {
+		if format >= 4 {
+			b = append(b, r.digest[:]...)
+		} else {
+			// Below ClusterVersionIDMemory every record is named.
+			b = binenc.AppendString(b, r.client)
+			b = binenc.AppendString(b, r.id)
 		}
+		b = appendDecision(b, r.decision, format)
+		if err == nil {
+			err = flush(false)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.byOrigin)))
 	for _, e := range s.byOrigin {
@@ -303,8 +319,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.clusterVersion = s.clusterVersion
 	f.clusterVersionRead.Store(s.clusterVersion)
 	f.epochsAllocated = s.epochsAllocated
-	for _, e := range s.dedup {
-		f.dedup.put(e.key, e.decision)
+	for _, r := range s.idRecords {
+		f.ids.put(r.digest, r.client, r.id, r.named, r.decision, 0)
 	}
 	for _, e := range s.byOrigin {
 		f.byOrigin.put(e.key, e.decision)
@@ -365,10 +381,17 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 		buckets[c] = bucket.State{Tokens: r.Varint(), Carry: r.Varint(), Last: r.Varint()}
 	}
 	n = r.Count(9)
-	s.dedup = make([]dedupEntry, 0, n)
+	s.idRecords = make([]idRecord, 0, n)
 	for i := uint64(0); i < n && r.Err == nil; i++ {
-		k := dedupKey{client: r.Str(MaxClientLen), id: r.Str(MaxRequestIDLen)}
-		s.dedup = append(s.dedup, dedupEntry{key: k, decision: r.decision(version)})
+		var rec idRecord
+		if version >= 4 {
+			copy(rec.digest[:], r.Fixed(len(rec.digest)))
+		} else {
+			rec.named, rec.client, rec.id = true, r.Str(MaxClientLen), r.Str(MaxRequestIDLen)
+			rec.digest = digestOf(rec.client, rec.id)
+		}
+		rec.decision = r.decision(version)
+		s.idRecords = append(s.idRecords, rec)
 	}
 	s.marks = map[uint32]originMark{}
 	if version >= 2 {
@@ -395,8 +418,12 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	s.clusterVersion = BaseClusterVersion
 	if version >= 3 {
 		v := r.Uvarint()
-		if r.Err == nil && (v < uint64(ClusterVersionOriginsAlways) || v > uint64(MaxClusterVersion)) {
-			r.Fail("cluster version %d in a format 3 snapshot; this binary runs %d..%d", v, ClusterVersionOriginsAlways, MaxClusterVersion)
+		lo, hi := uint64(ClusterVersionOriginsAlways), uint64(ClusterVersionIDMemory)-1 // format 3
+		if version >= 4 {
+			lo, hi = uint64(ClusterVersionIDMemory), uint64(MaxClusterVersion)
+		}
+		if r.Err == nil && (v < lo || v > hi) {
+			r.Fail("cluster version %d in a format %d snapshot, which holds %d..%d", v, version, lo, hi)
 		}
 		s.clusterVersion = uint32(v)
 		s.epochsAllocated = r.Uvarint()
@@ -485,10 +512,10 @@ func (s *snapshot) validate() error {
 	if err := s.validateAudit(); err != nil {
 		return err
 	}
-	if err := s.validateDedup(s.dedup, false); err != nil {
+	if err := s.validateIDs(); err != nil {
 		return err
 	}
-	if err := s.validateDedup(s.byOrigin, true); err != nil {
+	if err := s.validateOrigins(); err != nil {
 		return err
 	}
 	if s.idsForgottenUntil < 0 || s.idsForgottenUntil > s.highWater+int64(maxDedupWindow) {
@@ -516,32 +543,38 @@ func (s *snapshot) windowMap() map[string]bucket.Window {
 	return s.windows[0]
 }
 
-// validateDedup checks remembered decisions: keyed by request id, or by
-// origin when byOrigin is set; unique, in log order, not after the group's
-// time.
-func (s *snapshot) validateDedup(entries []dedupEntry, byOrigin bool) error {
-	seen := make(map[dedupKey]bool, len(entries))
-	var prev int64
-	for i, e := range entries {
+// checkRemembered checks remembered decision i, whose predecessor in log
+// order was stamped prev.
+func checkRemembered(i int, d Decision, prev, highWater int64) error {
+	switch {
+	case d.Stamp < prev:
+		return fmt.Errorf("remembered decisions not in log order at %d", i)
+	case d.Stamp > highWater:
+		return fmt.Errorf("remembered decision %d made at %d, after the group's time %d", i, d.Stamp, highWater)
+	case d.RateKnown && (d.Rate < 0 || d.Rate > bucket.MaxRate):
+		return fmt.Errorf("remembered decision %d made at a rate of %d, outside 0..%d", i, d.Rate, int64(bucket.MaxRate))
+	}
+	return nil
+}
+
+// validateOrigins checks the decisions remembered by origin: unique, in log
+// order, not after the group's time.
+func (s *snapshot) validateOrigins() error {
+	seen := make(map[dedupKey]bool, len(s.byOrigin))
+	for i, e := range s.byOrigin {
 		k := e.key
 		switch {
 		case k.client == "" || len(k.client) > MaxClientLen:
 			return fmt.Errorf("remembered decision %d: client id of %d bytes", i, len(k.client))
-		case !byOrigin && (len(k.id) == 0 || len(k.id) > MaxRequestIDLen):
-			return fmt.Errorf("remembered decision %d: request id of %d bytes", i, len(k.id))
-		case byOrigin && (k.origin == 0 || originSeq(k.origin) == 0):
+		case k.origin == 0 || originSeq(k.origin) == 0:
 			return fmt.Errorf("remembered decision %d: origin %#x", i, k.origin)
 		case seen[k]:
-			return fmt.Errorf("request %q/%#x of client %q remembered twice", k.id, k.origin, k.client)
-		case i > 0 && e.decision.Stamp < prev:
-			return fmt.Errorf("remembered decisions not in log order at %d", i)
-		case e.decision.Stamp > s.highWater:
-			return fmt.Errorf("request %q/%#x decided at %d, after the group's time %d", k.id, k.origin, e.decision.Stamp, s.highWater)
-		case e.decision.RateKnown && (e.decision.Rate < 0 || e.decision.Rate > bucket.MaxRate):
-			return fmt.Errorf("request %q/%#x decided at a rate of %d, outside 0..%d", k.id, k.origin, e.decision.Rate, int64(bucket.MaxRate))
+			return fmt.Errorf("origin %#x of client %q remembered twice", k.origin, k.client)
+		}
+		if err := checkRemembered(i, e.decision, s.byOrigin[max(i-1, 0)].decision.Stamp, s.highWater); err != nil {
+			return err
 		}
 		seen[k] = true
-		prev = e.decision.Stamp
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 			config:    cfg,
 			tiers:     frozenMap[string]{{"alice": "free"}},
 			buckets:   frozenMap[bucket.State]{{"alice": {Tokens: 3 * bucket.Scale, Carry: 7, Last: 4_000}}},
-			dedup: []dedupEntry{
-				{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}},
-				{key: dedupKey{client: "alice", id: "r2"}, decision: Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 4_000}},
+			idRecords: []idRecord{
+				named("alice", "r1", Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}),
+				named("alice", "r2", Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 4_000}),
 			},
 			byOrigin: []dedupEntry{
 				{key: dedupKey{client: "bob", origin: MakeOrigin(7, 9)}, decision: Decision{Tier: "default", Stamp: 4_100, Origin: MakeOrigin(7, 9)}},
@@ -44,10 +44,14 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"carry of a whole token":   func(s *snapshot) { s.buckets[0]["alice"] = bucket.State{Tokens: 1, Carry: bucket.Scale, Last: 4_000} },
 		"decision after the group": func(s *snapshot) { s.buckets[0]["alice"] = bucket.State{Tokens: 1, Last: 6_000} },
 		"request id twice": func(s *snapshot) {
-			s.dedup = append(s.dedup, dedupEntry{key: dedupKey{client: "alice", id: "r1"}, decision: Decision{Stamp: 4_500}})
+			s.idRecords = append(s.idRecords, named("alice", "r1", Decision{Stamp: 4_500}))
 		},
-		"request ids out of order": func(s *snapshot) { s.dedup[0], s.dedup[1] = s.dedup[1], s.dedup[0] },
-		"empty request id":         func(s *snapshot) { s.dedup[0].key.id = "" },
+		"request id digest twice": func(s *snapshot) {
+			s.clusterVersion = ClusterVersionIDMemory // format 4, which holds digests
+			s.idRecords = append(s.idRecords, named("alice", "r1", Decision{Stamp: 4_500}))
+		},
+		"request ids out of order": func(s *snapshot) { s.idRecords[0], s.idRecords[1] = s.idRecords[1], s.idRecords[0] },
+		"empty request id":         func(s *snapshot) { s.idRecords[0].id = "" },
 		"origin with sequence 0":   func(s *snapshot) { s.byOrigin[0].decision.Origin = MakeOrigin(7, 0) },
 		"origin entry after group": func(s *snapshot) { s.byOrigin[0].decision.Stamp = 6_000 },
 		"mark after the group":     func(s *snapshot) { s.marks[7] = originMark{seq: 3, at: 6_000} },
@@ -55,7 +59,7 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"over-long tier name":      func(s *snapshot) { s.tiers[0]["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
 		"rate above any policy": func(s *snapshot) {
 			s.clusterVersion = ClusterVersionOriginsAlways // format 3, which holds rates
-			s.dedup[0].decision.Rate, s.dedup[0].decision.RateKnown = bucket.MaxRate+1, true
+			s.idRecords[0].decision.Rate, s.idRecords[0].decision.RateKnown = bucket.MaxRate+1, true
 		},
 		"negative rate": func(s *snapshot) {
 			s.clusterVersion = ClusterVersionOriginsAlways
@@ -79,6 +83,12 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadSnapshot, name)
 		assert.Equal(t, before, f.MarshalSnapshot(), "%s: a refused restore changed the state", name)
 	}
+}
+
+// named is a record that keeps its client and request id, as below
+// ClusterVersionIDMemory.
+func named(client, id string, d Decision) idRecord {
+	return idRecord{digest: digestOf(client, id), named: true, client: client, id: id, decision: d}
 }
 
 // A remembered decision's rate is written only in format 3, behind a flag

@@ -17,9 +17,18 @@ import (
 
 // StateBytes follows the state: it grows with buckets and remembered ids
 // about as the live heap does, falls back to nothing as they are reclaimed
-// and forgotten, and a restored replica counts the same.
+// and forgotten, and a restored replica counts the same; below the
+// id-memory cluster version (ids kept with their names) and at it (by
+// digest).
 func TestStateBytesFollowsTheState(t *testing.T) {
+	for _, v := range []uint32{fsm.BaseClusterVersion, fsm.ClusterVersionIDMemory} {
+		t.Run(fmt.Sprintf("cluster version %d", v), func(t *testing.T) { stateBytesFollowsTheState(t, v) })
+	}
+}
+
+func stateBytesFollowsTheState(t *testing.T, version uint32) {
 	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale)})
+	apply[*fsm.ClusterVersionResult](t, f, fsm.SetClusterVersion{Version: version})
 	assert.Zero(t, f.StateBytes())
 	before := liveHeap()
 	const n = 50_000
@@ -44,6 +53,7 @@ func TestStateBytesFollowsTheState(t *testing.T) {
 // within a few MiB of where it started, not to the structures' peak size.
 func TestMemoryFollowsTheState(t *testing.T) {
 	f := newFSM(t, fsm.Options{Default: policy(5, bucket.Scale), DedupMax: 1 << 20})
+	apply[*fsm.ClusterVersionResult](t, f, fsm.SetClusterVersion{Version: fsm.MaxClusterVersion})
 	start := liveHeap()
 	const n = 200_000
 	applyNewClients(f, n, 64, 32)

@@ -46,8 +46,16 @@ const (
 	// so a backup can read every group at its leader.
 	ClusterVersionBackup = ClusterVersionOriginsAlways
 
+	// ClusterVersionIDMemory: a request id is remembered for its whole
+	// window (DefaultDedupWindow), never forgotten early; a group that
+	// remembers Options.RequestIDMax ids sheds a request with a new one
+	// (Decision.Shed) instead. Groups keep ids by digest (idmemory.go), in
+	// format 4 snapshots, and leaders send the shed flag in forwarded
+	// decisions.
+	ClusterVersionIDMemory uint32 = 3
+
 	// MaxClusterVersion is the highest cluster version this binary can run.
-	MaxClusterVersion = ClusterVersionOriginsAlways
+	MaxClusterVersion = ClusterVersionIDMemory
 )
 
 // TypeSetClusterVersion raises the group's cluster version.

@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -69,7 +70,8 @@ func TestSetClusterVersion(t *testing.T) {
 	res = apply[*fsm.ClusterVersionResult](t, f, fsm.SetClusterVersion{Version: fsm.BaseClusterVersion})
 	assert.False(t, res.Changed, "a cluster version never moves down")
 	assert.Equal(t, fsm.MaxClusterVersion, res.Version)
-	assert.PanicsWithValue(t, "fsm: the group moved to cluster version 3; this binary runs at most 2: run a newer binary", func() {
+	msg := fmt.Sprintf("fsm: the group moved to cluster version %d; this binary runs at most %d: run a newer binary", fsm.MaxClusterVersion+1, fsm.MaxClusterVersion)
+	assert.PanicsWithValue(t, msg, func() {
 		f.ApplyCommand(fsm.Encode(fsm.SetClusterVersion{Version: fsm.MaxClusterVersion + 1}))
 	}, "a binary that cannot run the version refuses to go on rather than diverge")
 }

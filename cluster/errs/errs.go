@@ -74,6 +74,11 @@ var (
 	// (Options.MaxClients): nothing was decided; clients it knows are still
 	// served.
 	ErrTooManyClients = &Error{text: "too many clients", code: api.CodeTooManyClients, wire: "too_many_clients"}
+	// ErrRequestIDsFull means the request carries a new request id and its
+	// group remembers the most ids it may (fsm.Options.RequestIDMax, from
+	// cluster version 3): it was not decided, nothing was taken, and the
+	// same request may be sent again; ids are never forgotten early.
+	ErrRequestIDsFull = &Error{text: "request id memory full", code: api.CodeRequestIDsFull, wire: "request_ids_full"}
 	// ErrDiskFull means the node's data dir is nearly out of space (see
 	// Options.MinFreeDisk): it took no new decision; nothing was appended.
 	ErrDiskFull = &Error{text: "disk nearly full", code: api.CodeDiskFull, wire: "disk_full"}
@@ -94,4 +99,4 @@ var (
 )
 
 // All lists every Error, for the tables that map wire codes back to them.
-var All = []*Error{ErrUnavailable, ErrOutcomeUnknown, ErrOverloaded, ErrTooManyClients, ErrDiskFull, ErrShuttingDown, ErrNotLeader, ErrClusterVersion}
+var All = []*Error{ErrUnavailable, ErrOutcomeUnknown, ErrOverloaded, ErrTooManyClients, ErrRequestIDsFull, ErrDiskFull, ErrShuttingDown, ErrNotLeader, ErrClusterVersion}

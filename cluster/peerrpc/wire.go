@@ -44,6 +44,7 @@ const (
 	wireRate   // the decision's rate follows its origin
 	wireShadow // cluster version 2: a decision of a policy in shadow mode
 	wireWindow // cluster version 2: the window follows the rate (or the origin)
+	wireShed   // cluster version 3: a request the group did not decide (fsm.Decision.Shed)
 )
 
 // AppendAllowReq appends req in the binary format to b.
@@ -157,6 +158,9 @@ func decisionFlags(d fsm.Decision) byte {
 	if d.Unresolved {
 		f |= wireUnresolved
 	}
+	if d.Shed {
+		f |= wireShed
+	}
 	return f
 }
 
@@ -184,7 +188,7 @@ func DecodeAllowResp(data []byte) (AllowResp, error) {
 				d.RetryAfter, d.ResetAfter = r.Varint(), r.Varint()
 				d.Tier = r.Str(bucket.MaxTierNameLen + len(bucket.DefaultTierName))
 				d.Stamp, d.Origin = r.Varint(), r.Uvarint()
-				d.Shadow = f&wireShadow != 0
+				d.Shadow, d.Shed = f&wireShadow != 0, f&wireShed != 0
 				if f&wireRate != 0 {
 					d.Rate, d.RateKnown = r.Varint(), true
 					if r.Err == nil && (d.Rate < 0 || d.Rate > bucket.MaxRate) {

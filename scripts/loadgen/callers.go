@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,7 +36,11 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 			}, tr.CloseIdleConnections, nil
 		}
 		return func(target string) (caller, error) {
-			return &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}, nil
+			q := &quorateCaller{hc: hc, target: strings.TrimRight(target, "/"), batch: cfg.batch > 1}
+			if cfg.requestIDs {
+				q.ids = fmt.Sprintf("%x-%d-", runID, callers.Add(1))
+			}
+			return q, nil
 		}, tr.CloseIdleConnections, nil
 	case "client":
 		// One Go client (package client) shared by every connection, as a
@@ -81,15 +86,34 @@ type quorateCaller struct {
 	target string
 	batch  bool
 	buf    []byte
+	ids    string // with -request-ids: the prefix of this caller's ids
+	next   uint64 // the number of its next id
+}
+
+// runID and callers make request ids unique across runs and callers.
+var (
+	runID   = time.Now().UnixNano()
+	callers atomic.Int64
+)
+
+// appendRequest appends one request of the body for key.
+func (q *quorateCaller) appendRequest(b []byte, key string) []byte {
+	b = append(b, `{"client":"`...)
+	b = append(b, key...)
+	if q.ids != "" {
+		b = append(b, `","request_id":"`...)
+		b = append(b, q.ids...)
+		b = strconv.AppendUint(b, q.next, 10)
+		q.next++
+	}
+	return append(b, `"}`...)
 }
 
 func (q *quorateCaller) call(ctx context.Context, keys []string) (int, error) {
 	// Client ids are checked against prefixRE, so they need no JSON escaping.
 	b := q.buf[:0]
 	if !q.batch {
-		b = append(b, `{"client":"`...)
-		b = append(b, keys[0]...)
-		b = append(b, `"}`...)
+		b = q.appendRequest(b, keys[0])
 		q.buf = b
 		var out struct {
 			Allowed bool `json:"allowed"`
@@ -104,9 +128,7 @@ func (q *quorateCaller) call(ctx context.Context, keys []string) (int, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"client":"`...)
-		b = append(b, k...)
-		b = append(b, `"}`...)
+		b = q.appendRequest(b, k)
 	}
 	b = append(b, `]}`...)
 	q.buf = b

@@ -91,6 +91,8 @@ type config struct {
 	token string
 	// coalesce lets the Go client (mode client) coalesce decisions.
 	coalesce bool
+	// requestIDs gives every decision of mode quorate its own request id.
+	requestIDs bool
 	// each asks for every key once, in order, instead of at random.
 	each bool
 }
@@ -117,6 +119,7 @@ func run(args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
 	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
+	requestIDs := fs.Bool("request-ids", false, "mode quorate: give every decision a request id of its own (what the group remembers for two minutes)")
 	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -149,7 +152,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
-		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce,
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce, requestIDs: *requestIDs,
 		each: *each,
 	}
 	if *each {

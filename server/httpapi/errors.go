@@ -50,6 +50,7 @@ var messages = map[api.Code]string{
 	api.CodeShuttingDown:   "this node is shutting down; retry on another node",
 	api.CodeOverloaded:     "this node cannot take more work or state now; nothing was decided, retry later or on another node",
 	api.CodeTooManyClients: "this node holds the most clients it may (--max-clients) and this client is new; nothing was decided",
+	api.CodeRequestIDsFull: "the client's group remembers the most request ids it may for their window; a request with a new id was not decided (nothing was taken): send it again shortly, or without a request_id",
 	api.CodeDiskFull:       "this node's disk is nearly full; nothing was decided, retry on another node",
 	api.CodeUnavailable:    "the cluster cannot decide right now (no leader or no quorum); nothing was decided, retry with the same request_id",
 	api.CodeClusterVersion: "this needs a cluster version the cluster has not reached (a node still runs an older release); finish the upgrade first",
