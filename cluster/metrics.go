@@ -55,7 +55,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 			"Request ids this node's replica of each group forgot before their 2-minute window ended, because the group remembered the most it may; until their window ends, a request id the group does not remember is decided afresh and answered maybe_duplicate.", []string{"group"}, nil),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quorate_requests_refused_total",
-			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue), memory (a new client or request id while the live heap is near --max-memory), too_many_clients (a new client past --max-clients) or disk_full.",
+			Help: "Allow calls this node refused at once, deciding nothing, by reason: overloaded (more work pending than it may queue), memory (a new client or request id while the live heap is near --max-memory), too_many_clients (a new client past --max-clients), request_ids_full (a new request id while its group remembers the most it may) or disk_full.",
 		}, []string{"reason"}),
 		diskFree: prometheus.NewDesc("quorate_disk_free_bytes", "Free space of the data dir's file system, as last checked (every second).", nil, nil),
 		diskLow: prometheus.NewDesc("quorate_disk_low",
@@ -72,7 +72,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		heldBack: prometheus.NewDesc("quorate_clock_held_back_seconds",
 			"How far this node's wall clock is ahead of where it may be: it stepped forward more than 1 s beyond the monotonic clock since the node started, and stamps follow the monotonic clock instead (0: not held back).", nil, nil),
 		remember: prometheus.NewDesc("quorate_requests_remembered",
-			"Decisions each group remembers on this node, by what they are remembered by: request_id (a caller's retry returns them for 2 minutes, at most 262,144 per group) or origin (requests without an id, for the node's own retries: 10 s, at most 65,536 per group). Each costs roughly 150 bytes.", []string{"group", "by"}, nil),
+			"Decisions each group remembers on this node, by what they are remembered by: request_id (a caller's retry returns them for 2 minutes; from cluster version 3 up to 67,108,864 per group at 64 bytes each, new ids past that refused as request_ids_full) or origin (requests without an id, for the node's own retries: 10 s, at most 65,536 per group, about 230 bytes each).", []string{"group", "by"}, nil),
 	}
 	return m
 }

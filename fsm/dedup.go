@@ -5,14 +5,15 @@ import "time"
 // Dedup defaults. A request id is remembered for two minutes of group time.
 // Below ClusterVersionIDMemory a group holds at most 262144 ids at once and
 // forgets the oldest early to take more; from it on, it holds up to
-// DefaultRequestIDMax and sheds new ids past that. A request without an id is
+// DefaultRequestIDMax (2 minutes of 559,240 new ids a second, 4 GiB at 64
+// bytes an id) and sheds new ids past that. A request without an id is
 // remembered under its origin (see AllowRequest) for ten seconds, at most
 // 65536 per group: only its own node asks for it, and only while its caller
 // waits.
 const (
 	DefaultDedupWindow       = int64(2 * time.Minute)
 	DefaultDedupMax          = 1 << 18
-	DefaultRequestIDMax      = 1 << 22
+	DefaultRequestIDMax      = 1 << 26
 	DefaultOriginDedupWindow = int64(10 * time.Second)
 	DefaultOriginDedupMax    = 1 << 16
 )

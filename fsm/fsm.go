@@ -111,7 +111,8 @@ type Options struct {
 	// RequestIDMax is the most request ids remembered at once from
 	// ClusterVersionIDMemory on (DefaultRequestIDMax if zero): none is
 	// forgotten before its window ends, and a request with a new id past
-	// it is shed (Decision.Shed).
+	// it is shed (Decision.Shed). Like DedupMax it decides what a replica
+	// applies, so every replica of a group must have the same.
 	RequestIDMax int
 	// OriginDedupWindow and OriginDedupMax are the same for requests
 	// without an id, remembered under their origin (DefaultOriginDedupWindow
@@ -194,6 +195,9 @@ func New(opts Options) (*FSM, error) {
 	opts.DedupWindow = min(cmp.Or(max(opts.DedupWindow, 0), DefaultDedupWindow), int64(maxDedupWindow))
 	opts.DedupMax = cmp.Or(max(opts.DedupMax, 0), DefaultDedupMax)
 	opts.RequestIDMax = cmp.Or(max(opts.RequestIDMax, 0), DefaultRequestIDMax)
+	if opts.RequestIDMax > maxRequestIDMax {
+		return nil, fmt.Errorf("fsm: RequestIDMax %d above %d, the most a group can address", opts.RequestIDMax, maxRequestIDMax)
+	}
 	opts.OriginDedupWindow = cmp.Or(max(opts.OriginDedupWindow, 0), DefaultOriginDedupWindow)
 	opts.OriginDedupMax = cmp.Or(max(opts.OriginDedupMax, 0), DefaultOriginDedupMax)
 	f := &FSM{initial: cfg, onConfig: opts.OnConfig, opts: opts}

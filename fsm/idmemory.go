@@ -59,10 +59,21 @@ type idChunk struct{ b []byte }
 // idChunkSize is the capacity of a chunk; a record never spans two.
 const idChunkSize = 1 << 16
 
-// A record's position is its chunk's sequence number, modulo 2^16, and its
-// offset in the chunk: 32 bits, unambiguous while fewer than 2^16 chunks
-// (4 GiB of records) are held.
-const posChunkShift = 16
+// A record starts at a multiple of 4 bytes in its chunk (appendIDRecord
+// pads it), and its position is its chunk's sequence number modulo 2^18
+// and its offset in 4-byte words: 32 bits, unambiguous while fewer than
+// 2^18 chunks (16 GiB of records) are held, which maxRequestIDMax ensures.
+const (
+	posWordShift = 14 // 64 KiB of 4-byte words
+	posChunkMask = 1<<18 - 1
+)
+
+// maxUnnamedRecord bounds a record without names, padded; maxRequestIDMax
+// is the most such records 2^18 chunks hold.
+const (
+	maxUnnamedRecord = (18 + bucket.MaxTierNameLen + len(bucket.DefaultTierName) + 9*binary.MaxVarintLen64 + 3) &^ 3
+	maxRequestIDMax  = (posChunkMask + 1) * (idChunkSize / maxUnnamedRecord)
+)
 
 // idRecordBytes bounds what remembering one decision by digest costs: its
 // record (about 60 bytes with the default tier) and its share of the slot
@@ -124,7 +135,7 @@ func (m *idMemory) put(d idDigest, client, id string, named bool, dec Decision, 
 	off := len(c.b)
 	c.b = appendIDRecord(c.b, d, client, id, named, dec)
 	m.count++
-	m.insert(uint32(m.headSeq+uint64(last))<<posChunkShift | uint32(off))
+	m.insert(uint32((m.headSeq+uint64(last))&posChunkMask)<<posWordShift | uint32(off/4))
 	return evicted, newest
 }
 
@@ -195,12 +206,12 @@ func eachInView(view []idChunk, fn func(idRecord)) {
 func slotOf(d idDigest) uint64 { return binary.LittleEndian.Uint64(d[:8]) }
 
 func (m *idMemory) chunkAt(pos uint32) *idChunk {
-	i := uint16(pos>>posChunkShift) - uint16(m.headSeq)
+	i := (uint64(pos>>posWordShift) - m.headSeq) & posChunkMask
 	return &m.chunks[i]
 }
 
 func (m *idMemory) record(pos uint32) []byte {
-	return m.chunkAt(pos).b[pos&(1<<posChunkShift-1):]
+	return m.chunkAt(pos).b[4*(pos&(1<<posWordShift-1)):]
 }
 
 func (m *idMemory) digestAt(pos uint32) idDigest { return idDigest(m.record(pos)[:16]) }
@@ -275,19 +286,26 @@ type idRecord struct {
 }
 
 // appendIDRecord appends a record: the digest, whether it is named (and
-// then the names), and the decision as a format 3 snapshot holds it.
+// then the names), the decision as a format 3 snapshot holds it, and zeros
+// to a multiple of 4 bytes. b's length must be a multiple of 4.
 func appendIDRecord(b []byte, d idDigest, client, id string, named bool, dec Decision) []byte {
 	b = append(b, d[:]...)
-	if !named {
-		return appendDecision(append(b, 0), dec, 3)
+	if named {
+		b = append(b, recNamed)
+		b = binenc.AppendString(b, client)
+		b = binenc.AppendString(b, id)
+	} else {
+		b = append(b, 0)
 	}
-	b = append(b, recNamed)
-	b = binenc.AppendString(b, client)
-	b = binenc.AppendString(b, id)
-	return appendDecision(b, dec, 3)
+	b = appendDecision(b, dec, 3)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
 }
 
-// decodeIDRecord decodes the record b starts with and returns its length.
+// decodeIDRecord decodes the record b starts with and returns its length,
+// padding included.
 func decodeIDRecord(b []byte) (idRecord, int) {
 	r := idRecord{digest: idDigest(b[:16]), named: b[16] == recNamed}
 	rd := &reader{binenc.Reader{B: b[17:]}}
@@ -298,7 +316,7 @@ func decodeIDRecord(b []byte) (idRecord, int) {
 	if rd.Err != nil {
 		panic("fsm: a request id record does not decode: " + rd.Err.Error())
 	}
-	return r, len(b) - len(rd.B)
+	return r, (len(b) - len(rd.B) + 3) &^ 3
 }
 
 // validateIDs checks the decisions remembered by request id: unique, in

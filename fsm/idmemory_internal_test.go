@@ -14,8 +14,15 @@ import (
 // idMemory against a plain map and list, over random puts, lookups, expiry
 // and early eviction: it remembers exactly the model's ids with their
 // decisions, in order, through table growth and shrinking, records that
-// span many chunks and chunks dropped whole.
+// span many chunks and chunks dropped whole; and again with the chunks'
+// sequence numbers wrapping around (as they do after 16 GiB of records).
 func TestIDMemoryAgreesWithAModel(t *testing.T) {
+	for _, firstSeq := range []uint64{0, posChunkMask - 3} {
+		t.Run(fmt.Sprintf("first chunk %d", firstSeq), func(t *testing.T) { idMemoryAgreesWithAModel(t, firstSeq) })
+	}
+}
+
+func idMemoryAgreesWithAModel(t *testing.T, firstSeq uint64) {
 	type entry struct {
 		d   idDigest
 		dec Decision
@@ -23,10 +30,12 @@ func TestIDMemoryAgreesWithAModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	var forgotten []uint64
 	m := newIDMemory(1_000, func(o uint64) { forgotten = append(forgotten, o) })
+	m.headSeq = firstSeq
 	var model []entry
 	var wantForgotten []uint64
 	now := int64(0)
 	next := 0
+	chunksSeen := uint64(0)
 	for step := range 60_000 {
 		switch op := rng.IntN(100); {
 		case op < 60: // a new id, sometimes named, sometimes evicting
@@ -69,10 +78,12 @@ func TestIDMemoryAgreesWithAModel(t *testing.T) {
 			require.Equal(t, n, m.expire(now), "step %d", step)
 			model = model[n:]
 		}
+		chunksSeen = max(chunksSeen, m.headSeq+uint64(len(m.chunks)))
 		require.Equal(t, len(model), m.len(), "step %d", step)
 		require.LessOrEqual(t, 2*m.used, len(m.slots), "the table stays at most half full")
 	}
 	assert.Equal(t, wantForgotten, forgotten, "forgotten oldest first, each told once")
+	assert.Greater(t, chunksSeen-firstSeq, uint64(6), "the run went through several chunks")
 	var order []idDigest
 	eachInView(m.view(), func(r idRecord) { order = append(order, r.digest) })
 	want := make([]idDigest, len(model))
