@@ -49,11 +49,7 @@ func (n *Node) Close() error {
 		if n.rpcSrv != nil {
 			_ = n.rpcSrv.Close()
 		}
-		n.fwdMu.Lock()
-		for _, f := range n.forwarders {
-			f.close(ErrShuttingDown)
-		}
-		n.fwdMu.Unlock()
+		n.fwd.Close(ErrShuttingDown)
 		if n.net != nil {
 			errs = append(errs, n.net.Close())
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -87,8 +88,7 @@ type Node struct {
 	memGC     time.Time
 	memCycles uint64
 
-	fwdMu      sync.Mutex
-	forwarders map[string]*forwarder
+	fwd *forward.Pool // one batching forwarder per leader address
 
 	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
@@ -156,7 +156,6 @@ func newNode(opts Options) (*Node, error) {
 		opts:        opts,
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
-		forwarders:  map[string]*forwarder{},
 		origins:     newOriginSource(),
 		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
@@ -170,6 +169,7 @@ func newNode(opts Options) (*Node, error) {
 	if opts.MaxClockOffset < 0 {
 		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
 	}
+	n.fwd = forward.NewPool(n.forward, 4)
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
 	if opts.TLS != nil {
@@ -327,7 +327,7 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
-	n.every(forwarderIdle, nil, n.retireIdleForwarders)
+	n.every(forward.IdlePeriod, nil, n.fwd.RetireIdle)
 	n.every(n.reach.window/4, nil, n.reach.tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)

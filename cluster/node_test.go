@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorate/quorate/internal/freeport"
-
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -391,7 +389,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	for GroupOf("alice", len(n.groups)) == other {
 		other++
 	}
-	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
+	resp := forwardAsPeer(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
 		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
@@ -443,7 +441,7 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	n := startNode(t, t.TempDir(), NewManualClock())
 	late, early := "late-caller", "early-caller"
-	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
+	resp := forwardAsPeer(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
 			Deadline: time.Now().Add(-time.Second).UnixNano()},
 		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
@@ -457,57 +455,6 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	v, err := n.Client(ctx(t), early)
 	require.NoError(t, err)
 	assert.Equal(t, bucket.BuiltinDefault.Capacity, v.Decision.RemainingTokens(), "nothing was taken for the expired item")
-}
-
-// A request queued on a forwarder as it closes is answered "shutting down"
-// (nothing was sent), not left to wait out its deadline and then reported
-// as an unknown outcome.
-func TestClosedForwarderAnswersAtOnce(t *testing.T) {
-	f := newForwarder("127.0.0.1:1", func(context.Context, string, []byte) ([]byte, error) {
-		panic("a closed forwarder sends nothing")
-	}, 1)
-	f.close(ErrShuttingDown)
-	for i := range 50 {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := f.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-		cancel()
-		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
-	}
-}
-
-// Forwarders to addresses no longer used are retired, so that a node does
-// not keep a goroutine and a queue for every address it ever forwarded to;
-// one still in use stays, and a request that reaches a retired one is told
-// to retry (nothing was sent), never that the node is shutting down.
-func TestIdleForwardersAreRetired(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
-	gone, used := freeport.Addr(t), freeport.Addr(t) // nothing listens on either
-	old := n.forwarderFor(gone)
-	c, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	require.ErrorIs(t, err, errNotLeader, "a peer that cannot be dialled was sent nothing")
-
-	// Both were used within the first period; then only one of them was.
-	n.retireIdleForwarders()
-	assert.Same(t, old, n.forwarderFor(gone), "used within the idle time")
-	_, err = n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	require.ErrorIs(t, err, errNotLeader)
-	n.retireIdleForwarders()
-
-	select {
-	case <-old.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the retired forwarder's goroutine is still running")
-	}
-	_, err = old.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	assert.ErrorIs(t, err, errNotLeader, "retried elsewhere, as nothing was sent")
-	assert.NotErrorIs(t, err, ErrShuttingDown)
-	n.fwdMu.Lock()
-	assert.NotContains(t, n.forwarders, gone)
-	assert.Contains(t, n.forwarders, used)
-	n.fwdMu.Unlock()
-	assert.NotSame(t, old, n.forwarderFor(gone), "a new one is made on the next use")
 }
 
 // The node's metrics include the log's fsyncs and the request ids forgotten
@@ -581,8 +528,8 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	assert.NotContains(t, cfg.Tiers, "late")
 }
 
-// forward sends req to n's forwarding method as a peer would.
-func forward(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
+// forwardAsPeer sends req to n's forwarding method as a peer would.
+func forwardAsPeer(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
 	t.Helper()
 	data, err := n.forward(ctx(t), n.RaftAddr(), peerrpc.AppendAllowReq(nil, req))
 	require.NoError(t, err)
