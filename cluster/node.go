@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -144,9 +145,9 @@ func newNode(opts Options) (*Node, error) {
 		opts.Logger.Warn("the data dir was readable by other users (it holds every client and request id); it is now 0700",
 			"data_dir", opts.DataDir, "was", was.String())
 	}
-	opts.Clock = newStampClock(opts.Clock, func(ahead time.Duration) {
+	opts.Clock = clock.NewStamp(opts.Clock, func(ahead time.Duration) {
 		opts.Logger.Warn("the wall clock stepped forward while the node runs; stamps follow the monotonic clock instead (restart the node to accept the new time)",
-			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", MaxClockStep.String())
+			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", clock.MaxClockStep.String())
 	})
 	ln, err := net.Listen("tcp", opts.RaftAddr)
 	if err != nil {

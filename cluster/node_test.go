@@ -24,11 +24,12 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
-func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) *Node {
+func startNode(t *testing.T, dir string, clock clock.Clock, mutate ...func(*Options)) *Node {
 	t.Helper()
 	opts := Options{
 		NodeID:          "n1",
@@ -80,7 +81,7 @@ func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) api.
 // TestWorkedExampleOnNode runs README.md's worked example ("Try it")
 // through a real node: real raft, real log files, an injected clock.
 func TestWorkedExampleOnNode(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {
 		o.Initial = bucket.Config{Default: bucket.Policy{Capacity: 3, Rate: bucket.Scale}}
 	})
@@ -130,7 +131,7 @@ func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
 
 func testRestartKeepsState(t *testing.T, layout string) {
 	dir := t.TempDir()
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout })
 	setTier(t, n, "pro", 100, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro", "ops"))
@@ -164,7 +165,7 @@ func testRestartKeepsState(t *testing.T, layout string) {
 }
 
 func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock)
 	setTier(t, n, "fixed", 500, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed", "ops"))
@@ -191,7 +192,7 @@ func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
 }
 
 func TestMixedGroupBatchKeepsOrder(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	var reqs []fsm.AllowRequest
 	for i := range 40 {
 		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("k%d", i%8), Cost: int64(i % 3)})
@@ -215,7 +216,7 @@ func TestMixedGroupBatchKeepsOrder(t *testing.T) {
 }
 
 func TestDuplicateRequestIDTakesNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	req := []fsm.AllowRequest{{Client: "dave", Cost: 4, RequestID: "r-1"}}
 	first, err := n.Allow(ctx(t), req)
 	require.NoError(t, err)
@@ -229,7 +230,7 @@ func TestDuplicateRequestIDTakesNothing(t *testing.T) {
 }
 
 func TestConfigChangeReachesEveryGroup(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	cc := setTier(t, n, "free", 5, 1)
 	assert.Len(t, cc.Applied, 4)
 	for _, g := range n.groups {
@@ -247,7 +248,7 @@ func TestConfigChangeReachesEveryGroup(t *testing.T) {
 
 func TestDataDirRemembersGroupCount(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock())
+	n := startNode(t, dir, clock.NewManual())
 	require.NoError(t, n.Close())
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "created with 4 groups")
@@ -257,7 +258,7 @@ func TestDataDirRemembersGroupCount(t *testing.T) {
 
 func TestDataDirRemembersLogStore(t *testing.T) {
 	dir := t.TempDir()
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = LogStoreBoltDB })
 	allowOne(t, n, "dora", 2)
 	require.NoError(t, n.Close())
@@ -288,7 +289,7 @@ func TestDataDirRemembersLogStore(t *testing.T) {
 
 func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock())
+	n := startNode(t, dir, clock.NewManual())
 	require.NoError(t, n.Close())
 	require.NoError(t, os.Remove(filepath.Join(dir, "quorate.json")))
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
@@ -299,7 +300,7 @@ func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 // the data dir: clients would hash to groups holding none of their state.
 func TestClusterFileCheckedAgainstGroups(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock()) // 4 groups
+	n := startNode(t, dir, clock.NewManual()) // 4 groups
 	require.NoError(t, n.Close())
 	path := filepath.Join(dir, "quorate.json")
 	data, err := os.ReadFile(path)
@@ -321,7 +322,7 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 	for _, layout := range []string{LogStoreShared, LogStoreBoltDB} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := NewManualClock()
+			clock := clock.NewManual()
 			timings := LoopbackRaftTimings
 			timings.TrailingLogs = 10
 			n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout; o.Raft = timings })
@@ -379,7 +380,7 @@ func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
 // allow sent to a group that does not own the client, is refused, and the
 // node (every replica, had it been committed) keeps serving.
 func TestForgedInternalRPCsAreRefused(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	long := strings.Repeat("c", 300)
 
 	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: long, Tier: "free"})
@@ -414,7 +415,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 // with limits turned off installs nothing, because data groups install only
 // what the meta group committed.
 func TestForgedConfigPushInstallsNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	want := n.meta.FSM.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
@@ -439,7 +440,7 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 // Items forwarded together each keep their own caller's deadline: an item
 // whose deadline has passed is not proposed, however late the others' are.
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	late, early := "late-caller", "early-caller"
 	resp := forwardAsPeer(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
@@ -460,7 +461,7 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 // The node's metrics include the log's fsyncs and the request ids forgotten
 // early, per group.
 func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	allowOne(t, n, "mia", 1)
 	families, err := n.opts.Registerer.(*prometheus.Registry).Gather()
 	require.NoError(t, err)
@@ -492,7 +493,7 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 // proposed: the caller has been told its outcome is unknown, and a late
 // proposal could still take effect behind its back.
 func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	// post sends body as a peer whose caller's deadline is deadline.
 	post := func(path string, body any, deadline time.Time) *peerrpc.Error {
 		t.Helper()

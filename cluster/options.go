@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
@@ -58,8 +59,8 @@ type Options struct {
 	// API. A zero Default means bucket.BuiltinDefault; the default must be
 	// valid and tier policies must be valid.
 	Initial bucket.Config
-	// Clock stamps proposals (SystemClock if nil).
-	Clock Clock
+	// Clock stamps proposals (clock.System if nil).
+	Clock clock.Clock
 	// Logger receives the node's and raft's logs (slog.Default if nil).
 	Logger *slog.Logger
 	// RaftLogLevel filters raft's own logs (slog.LevelWarn if nil).
@@ -184,7 +185,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Initial.Version = 1
 	if o.Clock == nil {
-		o.Clock = SystemClock{}
+		o.Clock = clock.System{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -4,13 +4,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/stretchr/testify/assert"
 )
 
 // Silence is evidence of a cut only while the node was running to hear it:
 // not right after it started, nor right after a pause or a stall.
 func TestReachJudgesOnlyAfterAWholeWindowAwake(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	r := newReach(clock.Now, 400*time.Millisecond)
 	assert.False(t, r.awake(), "just started")
 	for range 4 {
