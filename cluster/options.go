@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
@@ -84,7 +85,7 @@ type Options struct {
 	MaxClients int
 	// MaxMemory is this node's memory budget in bytes: near it, the node
 	// refuses new clients and request ids (ErrOverloaded) and serves the
-	// clients it holds (DefaultMaxMemory if zero; negative: no budget).
+	// clients it holds (memlimit.Default if zero; negative: no budget).
 	// See memory.go.
 	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
@@ -204,7 +205,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.MaxMemory == 0:
-		o.MaxMemory = DefaultMaxMemory()
+		o.MaxMemory = memlimit.Default()
 	case o.MaxMemory < 0:
 		o.MaxMemory = 0
 	}
