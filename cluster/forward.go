@@ -20,7 +20,7 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) ([]byte, e
 	var remote *raftnet.RemoteError
 	switch {
 	case err == nil:
-		n.reach.contact(addr)
+		n.reach.Contact(addr)
 		return out, nil
 	case errors.Is(err, raftnet.ErrNotSent):
 		return nil, fmt.Errorf("%w: forward to %s: %w", errNotLeader, addr, err)

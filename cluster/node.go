@@ -33,6 +33,7 @@ import (
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/reach"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
@@ -60,7 +61,7 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
-	reach    *reach // when each peer last answered (see cutOff)
+	reach    *reach.Tracker // when each peer last answered (see cutOff)
 	// serverSets caches each group's raft configuration (*serverSet, see
 	// servers) for the reach judgments on the decision path.
 	serverSets sync.Map
@@ -158,7 +159,7 @@ func newNode(opts Options) (*Node, error) {
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
 		origins:     newOriginSource(),
-		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
+		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		clockCh:     make(chan struct{}, 1),
@@ -270,7 +271,7 @@ func (n *Node) start() error {
 			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }},
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
-			OnContact: func(a raft.ServerAddress) { n.reach.contact(string(a)) },
+			OnContact: func(a raft.ServerAddress) { n.reach.Contact(string(a)) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
@@ -329,7 +330,7 @@ func (n *Node) start() error {
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
 	n.every(forward.IdlePeriod, nil, n.fwd.RetireIdle)
-	n.every(n.reach.window/4, nil, n.reach.tick)
+	n.every(n.reach.Window()/4, nil, n.reach.Tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package reach
 
 import (
 	"testing"
@@ -12,28 +12,28 @@ import (
 // not right after it started, nor right after a pause or a stall.
 func TestReachJudgesOnlyAfterAWholeWindowAwake(t *testing.T) {
 	clock := clock.NewManual()
-	r := newReach(clock.Now, 400*time.Millisecond)
-	assert.False(t, r.awake(), "just started")
+	r := New(clock.Now, 400*time.Millisecond)
+	assert.False(t, r.Awake(), "just started")
 	for range 4 {
 		clock.Advance(100 * time.Millisecond)
-		r.tick()
+		r.Tick()
 	}
-	assert.True(t, r.awake(), "a whole window of ticks")
+	assert.True(t, r.Awake(), "a whole window of ticks")
 
-	r.contact("b:1")
-	assert.Equal(t, clock.Now(), r.last("b:1"))
-	assert.True(t, r.last("c:1").IsZero(), "never heard")
+	r.Contact("b:1")
+	assert.Equal(t, clock.Now(), r.Last("b:1"))
+	assert.True(t, r.Last("c:1").IsZero(), "never heard")
 
 	clock.Advance(time.Second) // paused: no tick for more than half the window
-	assert.False(t, r.awake(), "resumed before the ticker ran")
-	r.tick()
-	assert.False(t, r.awake(), "the gap restarts the window")
+	assert.False(t, r.Awake(), "resumed before the ticker ran")
+	r.Tick()
+	assert.False(t, r.Awake(), "the gap restarts the window")
 	for range 3 {
 		clock.Advance(100 * time.Millisecond)
-		r.tick()
+		r.Tick()
 	}
-	assert.False(t, r.awake())
+	assert.False(t, r.Awake())
 	clock.Advance(100 * time.Millisecond)
-	r.tick()
-	assert.True(t, r.awake())
+	r.Tick()
+	assert.True(t, r.Awake())
 }
