@@ -17,7 +17,7 @@ import (
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 )
 
 func newClient(t *testing.T, cfg client.Config) *client.Client {
@@ -47,7 +47,7 @@ func (a *attempts) ctx(ctx context.Context) context.Context {
 }
 
 func TestAllowGoesStraightToTheGroupsLeader(t *testing.T) {
-	l := startLive(t, 3, cluster.NewManualClock())
+	l := startLive(t, 3, clock.NewManual())
 	c := newClient(t, client.Config{Endpoints: l.urls[:1]}) // one endpoint: the routes name the rest
 	require.NoError(t, c.Refresh(context.Background()))
 
@@ -67,7 +67,7 @@ func TestAllowGoesStraightToTheGroupsLeader(t *testing.T) {
 }
 
 func TestALostAnswerIsRetriedWithTheSameRequestIDAndSpendsOnce(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	proxy := dropFirstAnswers(t, l.urls[0], 1)
 	c := newClient(t, client.Config{Endpoints: []string{proxy.URL}})
 
@@ -85,7 +85,7 @@ func TestALostAnswerIsRetriedWithTheSameRequestIDAndSpendsOnce(t *testing.T) {
 }
 
 func TestAllowFailsOverWhenTheLeaderDies(t *testing.T) {
-	l := startLive(t, 3, cluster.NewManualClock())
+	l := startLive(t, 3, clock.NewManual())
 	c := newClient(t, client.Config{Endpoints: l.urls})
 	require.NoError(t, c.Refresh(context.Background()))
 	const id = "failover"
@@ -138,7 +138,7 @@ func TestOnUnavailable(t *testing.T) {
 }
 
 func TestFailLocalSharesTheTiersPolicyAmongInstances(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	l.setDefault(t, bucket.Policy{Capacity: 10, Rate: bucket.Scale}) // 1 token/s; the node's clock does not move
 	fixed := time.Unix(1_800_000_000, 0)
 	c := newClient(t, client.Config{Endpoints: l.urls, OnUnavailable: client.FailLocal, Instances: 2,
@@ -182,7 +182,7 @@ func TestFailLocalSharesTheTiersPolicyAmongInstances(t *testing.T) {
 // A sliding window is learned from its answers (limit and window_seconds)
 // and shared among instances like a bucket: limit/N at once.
 func TestFailLocalLearnsASlidingWindow(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	window := bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: 6, Window: 60 * bucket.Second}
 	admin := client.NewNode(l.urls[0], nil)
 	require.Eventually(t, func() bool {
@@ -214,7 +214,7 @@ func TestFailLocalLearnsASlidingWindow(t *testing.T) {
 }
 
 func TestARefusedRequestIsNotRetried(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	c := newClient(t, client.Config{Endpoints: l.urls})
 	_, err := c.Allow(context.Background(), strings.Repeat("x", api.MaxClientLen+1), 1)
 	require.Error(t, err)
@@ -229,7 +229,7 @@ func TestARefusedRequestIsNotRetried(t *testing.T) {
 func TestConcurrentCallsAdmitExactlyTheCapacity(t *testing.T) {
 	for _, coalesce := range []bool{true, false} {
 		t.Run(map[bool]string{true: "coalesced", false: "one call each"}[coalesce], func(t *testing.T) {
-			l := startLive(t, 1, cluster.NewManualClock())
+			l := startLive(t, 1, clock.NewManual())
 			c := newClient(t, client.Config{Endpoints: l.urls, NoCoalesce: !coalesce})
 			var (
 				wg      sync.WaitGroup
@@ -311,7 +311,7 @@ func TestABreakerAnswersAtOnceWhileTheClusterIsDown(t *testing.T) {
 // The first decision after an outage closes the breaker: the calls after
 // the successful probe go to the cluster again.
 func TestABreakerClosesWhenTheClusterDecidesAgain(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	var down atomic.Bool
 	down.Store(true)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -357,7 +357,7 @@ func TestABreakerClosesWhenTheClusterDecidesAgain(t *testing.T) {
 // while a tier that denies gets the 503, which a FailClosed client turns
 // into its own denial.
 func TestTheServerAnswersDegradedForAnAllowTier(t *testing.T) {
-	l := startLive(t, 3, cluster.NewManualClock())
+	l := startLive(t, 3, clock.NewManual())
 	admin := client.NewNode(l.urls[0], nil)
 	ctx := context.Background()
 	require.Eventually(t, func() bool {

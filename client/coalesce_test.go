@@ -16,6 +16,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/server/httpapi"
 )
@@ -49,7 +50,7 @@ func (l *lane) queued() int {
 // request, so each then goes alone and only the bad one is refused.
 func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	node := clustertest.StartNode(t, cluster.Options{Clock: cluster.NewManualClock(), Registerer: reg})
+	node := clustertest.StartNode(t, cluster.Options{Clock: clock.NewManual(), Registerer: reg})
 	srv := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
 	defer srv.Close()
 	g := &gate{release: make(chan struct{}), next: http.DefaultTransport}

@@ -18,6 +18,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/server/httpapi"
 )
@@ -33,7 +34,7 @@ type live struct {
 
 // startLive starts size nodes on clock (the default policy: capacity 10,
 // no refill, so only the test moves balances).
-func startLive(t *testing.T, size int, clock cluster.Clock) *live {
+func startLive(t *testing.T, size int, clock clock.Clock) *live {
 	t.Helper()
 	lns := make([]net.Listener, size)
 	for i := range lns {

@@ -11,11 +11,11 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 )
 
 func TestMiddlewareAnswers429WithTheRateLimitFields(t *testing.T) {
-	l := startLive(t, 1, cluster.NewManualClock())
+	l := startLive(t, 1, clock.NewManual())
 	l.setDefault(t, bucket.Policy{Capacity: 2, Rate: bucket.Scale / 2}) // 0.5 token/s: empty to full in 4 s
 	c := newClient(t, client.Config{Endpoints: l.urls})
 	var served int

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -19,7 +20,7 @@ import (
 // once with ErrOverloaded, decides nothing, and takes calls again when the
 // backlog is gone.
 func TestOverloadedNodeRefusesAtOnce(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.MaxPending = 10 })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.MaxPending = 10 })
 	n.pending.Store(10) // ten decisions already waiting
 	_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ana", Cost: 1}})
 	require.ErrorIs(t, err, ErrOverloaded)
@@ -48,7 +49,7 @@ func TestOverloadedNodeRefusesAtOnce(t *testing.T) {
 // serves the clients it holds, and takes new ones again once reclaim has
 // forgotten full buckets.
 func TestMaxClientsRefusesOnlyNewClients(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) { o.MaxClients = 2 })
 	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 5, Rate: bucket.Scale}})
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func TestMaxClientsRefusesOnlyNewClients(t *testing.T) {
 // Tiers are capped where they are created; changing an existing tier at the
 // cap is still allowed.
 func TestTierCap(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	p := bucket.Policy{Capacity: 1, Rate: bucket.Scale}
 	// Fill the configuration to the cap in one committed entry, as a
 	// restored or older cluster might hold it.
@@ -101,7 +102,7 @@ func TestTierCap(t *testing.T) {
 func TestMemoryBudgetShedsNewState(t *testing.T) {
 	var live atomic.Uint64
 	live.Store(10 << 20)
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) {
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) {
 		o.MaxMemory = 100 << 20
 		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), live.Load() }
 	})
@@ -140,7 +141,7 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 	var live, cycles atomic.Uint64
 	live.Store(50 << 20)
 	cycles.Store(1)
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {
 		o.MaxMemory = 1 << 30
 		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), cycles.Load() }
@@ -173,7 +174,7 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 // applied (16 parallel batches used to take a limit of 10,000 to 18,000).
 func TestMaxClientsHoldsUnderConcurrentNewClients(t *testing.T) {
 	const limit, workers, batch = 500, 16, 100
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.MaxClients = limit })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.MaxClients = limit })
 	var wg sync.WaitGroup
 	var refused atomic.Int64
 	for w := range workers {

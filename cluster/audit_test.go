@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
@@ -74,7 +75,7 @@ func TestAuditThroughAnyNode(t *testing.T) {
 // it, with no actor or time, and the trail is refused rather than shown
 // empty: it records nothing until version 2.
 func TestAuditNeedsClusterVersion2(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = fsm.BaseClusterVersion })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.maxClusterVersion = fsm.BaseClusterVersion })
 	require.Eventually(t, func() bool { return n.ClusterVersion() == fsm.BaseClusterVersion && n.meta.FSM.ConfigVersion() > 0 }, 10*time.Second, 5*time.Millisecond)
 	_, err := n.ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 10}, Audited: fsm.Audited{Actor: "ops"}})
 	require.NoError(t, err)

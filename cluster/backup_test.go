@@ -18,6 +18,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/backup"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/datadir"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
@@ -38,7 +39,7 @@ func backupTo(t *testing.T, n *Node) string {
 // restoredCluster restores the backup at path into a new data dir (of
 // log layout logStore, "" for the default) and starts a one-node cluster
 // on it, on clock.
-func restoredCluster(t *testing.T, path string, groups int, clock Clock, logStore string) *testCluster {
+func restoredCluster(t *testing.T, path string, groups int, clock clock.Clock, logStore string) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, clock: clock, groups: groups, partition: &Partition{}, deadAfter: time.Hour}
 	dir := filepath.Join(t.TempDir(), "restored")
@@ -135,7 +136,7 @@ func TestRestoreReproducesEveryGroupExactly(t *testing.T) {
 		}
 		_, err := tc.nodes[i%3].Allow(ctx(t), []fsm.AllowRequest{{Client: c, Cost: int64(1 + i%5), RequestID: fmt.Sprintf("r%d", i)}})
 		require.NoError(t, err)
-		tc.clock.(*ManualClock).Advance(time.Millisecond)
+		tc.clock.(*clock.Manual).Advance(time.Millisecond)
 	}
 	path := backupTo(t, tc.nodes[2])
 	want := map[string][]byte{}
@@ -241,7 +242,7 @@ func TestBackupWithoutAMajorityFailsAtOnce(t *testing.T) {
 // Below cluster version 2 a node of the release before may lead a group
 // and cannot stream it: a backup is refused before anything is written.
 func TestBackupNeedsClusterVersion2(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = fsm.BaseClusterVersion })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.maxClusterVersion = fsm.BaseClusterVersion })
 	require.Eventually(t, func() bool { return n.ClusterVersion() == fsm.BaseClusterVersion }, 10*time.Second, 5*time.Millisecond)
 	var buf bytes.Buffer
 	_, err := n.Backup(ctx(t), &buf)

@@ -1,16 +1,15 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 )
@@ -54,52 +53,9 @@ func (s clockState) String() string {
 // caller retries at the group's next leader.
 var errClockOff = errors.New("this node's clock is not known to agree with its peers': it stamps no decisions")
 
-// clockReading is one peer's clock as this node read it.
-type clockReading struct {
-	offset      time.Duration // the peer's clock minus this node's
-	uncertainty time.Duration // half the round trip of the reading
-	inBounds    bool          // the peer's own check finds its clock in bounds (gossip)
-}
-
-// judgeClock decides whether this node's clock is in bounds, given its
-// peers' readings and whether it was in bounds before, and returns its
-// offset from the reference: the median of the clocks that are in bounds
-// (this node's among them if it is), or of every clock read when none is
-// (a cluster starting together). A node is in bounds when it is within
-// max/2 of that median, the readings' uncertainty included, so that any two
-// nodes judged against the same median are within max of each other: Δ in
-// the over-admission bound. A newcomer is judged against the nodes already
-// in bounds and does not move their median, so one node with a wrong clock
-// cannot push a good node out.
-func judgeClock(readings []clockReading, wasInBounds bool, limit time.Duration) (inBounds bool, offset time.Duration) {
-	var ref []clockReading
-	for _, r := range readings {
-		if r.inBounds {
-			ref = append(ref, r)
-		}
-	}
-	switch {
-	case wasInBounds:
-		ref = append(ref, clockReading{inBounds: true})
-	case len(ref) == 0:
-		ref = append(slices.Clone(readings), clockReading{})
-	}
-	slices.SortFunc(ref, func(a, b clockReading) int { return cmp.Compare(a.offset, b.offset) })
-	mid := len(ref) / 2
-	median := ref[mid].offset
-	if len(ref)%2 == 0 {
-		median = ref[mid-1].offset/2 + ref[mid].offset/2
-	}
-	var uncertainty time.Duration
-	for _, r := range ref {
-		uncertainty = max(uncertainty, r.uncertainty)
-	}
-	return abs(median)+uncertainty <= limit/2, median
-}
-
 // checkClocks bounds Δ, the clock offset in the over-admission bound: it
 // reads every proven peer's clock over the internal RPC and judges this
-// node's clock against them (judgeClock). A node whose clock is not in
+// node's clock against them (clock.Judge). A node whose clock is not in
 // bounds, including one that has not been checked since it started,
 // stamps nothing: it refuses decisions and reclaims (errClockOff, so callers
 // go to another leader), is not ready, and says so through gossip, so that
@@ -113,8 +69,8 @@ func (n *Node) checkClocks() {
 	}
 	// The mark the stamp clock is re-anchored to if the clock is found in
 	// bounds: taken before the readings, so a step after them is not taken in.
-	sc, _ := n.opts.Clock.(*stampClock)
-	var mark clockMark
+	sc, _ := n.opts.Clock.(*clock.Stamp)
+	var mark clock.Mark
 	if sc != nil {
 		mark = sc.Mark()
 	}
@@ -126,7 +82,7 @@ func (n *Node) checkClocks() {
 	}
 	var (
 		mu       sync.Mutex
-		readings []clockReading
+		readings []clock.Reading
 		wg       sync.WaitGroup
 	)
 	for _, m := range peers {
@@ -139,7 +95,7 @@ func (n *Node) checkClocks() {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			readings = append(readings, clockReading{offset: offset, uncertainty: uncertainty, inBounds: !m.Meta.ClockOff})
+			readings = append(readings, clock.Reading{Offset: offset, Uncertainty: uncertainty, InBounds: !m.Meta.ClockOff})
 		}()
 	}
 	wg.Wait()
@@ -150,7 +106,7 @@ func (n *Node) checkClocks() {
 		}
 		return
 	}
-	ok, offset := judgeClock(readings, was == clockInBounds, n.opts.MaxClockOffset)
+	ok, offset := clock.Judge(readings, was == clockInBounds, n.opts.MaxClockOffset)
 	state := clockOff
 	if ok {
 		state = clockInBounds
@@ -254,11 +210,4 @@ func (n *Node) clockErr() error {
 		return errors.Join(errNotLeader, fmt.Errorf("%w (%s)", errClockOff, s))
 	}
 	return nil
-}
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -18,9 +19,9 @@ import (
 // it hands its groups' leadership over, is not ready, and decisions sent to
 // it are decided by the others. When its clock agrees again, it leads again.
 func TestNodeWithAClockOffStopsLeading(t *testing.T) {
-	base := NewManualClock()
-	skewed := NewOffsetClock(base)
-	tc := &testCluster{t: t, clock: base, clocks: map[int]Clock{0: skewed}, groups: 6, partition: &Partition{}, deadAfter: time.Hour}
+	base := clock.NewManual()
+	skewed := clock.NewOffset(base)
+	tc := &testCluster{t: t, clock: base, clocks: map[int]clock.Clock{0: skewed}, groups: 6, partition: &Partition{}, deadAfter: time.Hour}
 	for range 3 {
 		tc.addNode()
 	}
@@ -73,9 +74,9 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 // decision, not a reclaim. Even leading the group of a drained bucket, it
 // refills nothing, and the group's time does not jump.
 func TestNodeRestartedWithAClockAheadStampsNothing(t *testing.T) {
-	base := NewManualClock()
-	skewed := NewOffsetClock(base)
-	tc := &testCluster{t: t, clock: base, clocks: map[int]Clock{2: skewed}, groups: 3, partition: &Partition{}, deadAfter: time.Hour}
+	base := clock.NewManual()
+	skewed := clock.NewOffset(base)
+	tc := &testCluster{t: t, clock: base, clocks: map[int]clock.Clock{2: skewed}, groups: 3, partition: &Partition{}, deadAfter: time.Hour}
 	for range 3 {
 		tc.addNode()
 	}
@@ -123,56 +124,16 @@ func TestNodeRestartedWithAClockAheadStampsNothing(t *testing.T) {
 	assert.Less(t, d.Stamp, base.Now().Add(time.Minute).UnixNano(), "group time jumped ahead")
 }
 
-// judgeClock enforces Δ pairwise: every node in bounds is within half of
-// the limit of one median, so any two are within the limit of each other.
-func TestJudgeClock(t *testing.T) {
-	const ms = time.Millisecond
-	limit := 500 * ms
-	in := func(offset time.Duration) clockReading { return clockReading{offset: offset, inBounds: true} }
-	out := func(offset time.Duration) clockReading { return clockReading{offset: offset} }
-	for _, c := range []struct {
-		name       string
-		readings   []clockReading
-		was        bool
-		wantIn     bool
-		wantOffset time.Duration
-	}{
-		// Clocks at -450, 0 and +450 ms, everyone in bounds before: the
-		// outer two are 900 ms apart, so only the middle one stays.
-		{"-450 of -450/0/+450", []clockReading{in(450 * ms), in(900 * ms)}, true, false, 450 * ms},
-		{"0 of -450/0/+450", []clockReading{in(-450 * ms), in(450 * ms)}, true, true, 0},
-		{"+450 of -450/0/+450", []clockReading{in(-900 * ms), in(-450 * ms)}, true, false, -450 * ms},
-		// A cluster starting together: nobody is in bounds yet, every clock counts.
-		{"start: -450 of -450/0/+450", []clockReading{out(450 * ms), out(900 * ms)}, false, false, 450 * ms},
-		{"start: 0 of -450/0/+450", []clockReading{out(-450 * ms), out(450 * ms)}, false, true, 0},
-		// A newcomer is judged against the nodes in bounds, without its own clock.
-		{"newcomer 10 min ahead of one good node", []clockReading{in(-10 * time.Minute)}, false, false, -10 * time.Minute},
-		{"newcomer 200 ms ahead of two good nodes", []clockReading{in(-200 * ms), in(-200 * ms)}, false, true, -200 * ms},
-		// ... and does not move the median of a node in bounds.
-		{"good node, newcomer 10 min ahead", []clockReading{out(10 * time.Minute)}, true, true, 0},
-		// Two nodes 600 ms apart: neither can tell who is right.
-		{"two nodes 600 ms apart", []clockReading{in(600 * ms)}, true, false, 300 * ms},
-		{"two nodes 400 ms apart", []clockReading{in(400 * ms)}, true, true, 200 * ms},
-		// The uncertainty of the readings counts against the node.
-		{"240 ms plus 20 ms of round trip", []clockReading{{offset: 240 * ms, uncertainty: 20 * ms, inBounds: true}, in(240 * ms)}, false, false, 240 * ms},
-		{"a node that was off, now agreeing", []clockReading{in(10 * ms), in(-10 * ms)}, false, true, 0},
-	} {
-		gotIn, gotOffset := judgeClock(c.readings, c.was, limit)
-		assert.Equal(t, c.wantIn, gotIn, "%s: in bounds", c.name)
-		assert.Equal(t, c.wantOffset, gotOffset, "%s: offset of the reference", c.name)
-	}
-}
-
 // Clocks that move to -450, 0 and +450 ms: the old guard kept all three
 // leading (each agreed with one peer of two), so a leadership move from the
 // first to the last credited 900 ms of refill. Now the nodes that stamp are
 // within 500 ms of each other, and the middle one is among them.
 func TestClockGuardEnforcesTheBoundPairwise(t *testing.T) {
-	base := NewManualClock()
+	base := clock.NewManual()
 	offsets := []time.Duration{-450 * time.Millisecond, 0, 450 * time.Millisecond}
-	clocks := map[int]Clock{}
+	clocks := map[int]clock.Clock{}
 	for i := range offsets {
-		clocks[i] = NewOffsetClock(base)
+		clocks[i] = clock.NewOffset(base)
 	}
 	tc := &testCluster{t: t, clock: base, clocks: clocks, groups: 2, partition: &Partition{}, deadAfter: time.Hour}
 	for range offsets {
@@ -180,7 +141,7 @@ func TestClockGuardEnforcesTheBoundPairwise(t *testing.T) {
 	}
 	tc.waitStable(3)
 	for i, off := range offsets {
-		clocks[i].(*OffsetClock).SetOffset(off)
+		clocks[i].(*clock.Offset).SetOffset(off)
 	}
 	inBounds := func() (in []int) {
 		for i, n := range tc.nodes {

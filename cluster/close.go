@@ -49,11 +49,7 @@ func (n *Node) Close() error {
 		if n.rpcSrv != nil {
 			_ = n.rpcSrv.Close()
 		}
-		n.fwdMu.Lock()
-		for _, f := range n.forwarders {
-			f.close(ErrShuttingDown)
-		}
-		n.fwdMu.Unlock()
+		n.fwd.Close(ErrShuttingDown)
 		if n.net != nil {
 			errs = append(errs, n.net.Close())
 		}
@@ -123,15 +119,15 @@ func (n *Node) handOverElsewhere(g *raftgroup.Group, why error) error {
 	if !ok {
 		return why
 	}
-	since := n.reach.now().Add(-n.reach.window)
+	since := n.reach.Now().Add(-n.reach.Window())
 	var live []raft.Server
 	for _, s := range servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.opts.NodeID && n.reach.last(string(s.Address)).After(since) {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.opts.NodeID && n.reach.Last(string(s.Address)).After(since) {
 			live = append(live, s)
 		}
 	}
 	slices.SortFunc(live, func(a, b raft.Server) int {
-		return n.reach.last(string(b.Address)).Compare(n.reach.last(string(a.Address)))
+		return n.reach.Last(string(b.Address)).Compare(n.reach.Last(string(a.Address)))
 	})
 	err := why
 	for _, s := range live {

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
@@ -31,8 +32,8 @@ import (
 // addresses.
 type testCluster struct {
 	t      *testing.T
-	clock  Clock
-	clocks map[int]Clock // per-node clocks replacing clock, if set
+	clock  clock.Clock
+	clocks map[int]clock.Clock // per-node clocks replacing clock, if set
 	// maxCV: per-node highest cluster versions claimed (Options.maxClusterVersion).
 	maxCV     map[int]uint32
 	groups    int
@@ -83,7 +84,7 @@ func runLoad(t *testing.T, workers, maxOps int, fn func(w, i int)) (stop func())
 }
 
 func newTestCluster(t *testing.T, size int) *testCluster {
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
+	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 6, partition: &Partition{}, deadAfter: time.Hour}
 	for range size {
 		tc.addNode()
 	}
@@ -366,7 +367,7 @@ func TestClusterRestartKeepsBalances(t *testing.T) {
 func TestClusterPolicyChangeAgreesOnEveryReplica(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	stopLoad := runLoad(t, 6, 100_000, func(w, i int) {
-		tc.clock.(*ManualClock).Advance(time.Millisecond)
+		tc.clock.(*clock.Manual).Advance(time.Millisecond)
 		_, _ = tc.nodes[w%3].Allow(ctx(t), []fsm.AllowRequest{{Client: fmt.Sprintf("k%d", i%17), Cost: 1}})
 	})
 	for _, c := range []int64{5, 50, 2, 8} {
@@ -426,7 +427,7 @@ func TestClusterMinorityLeaderCannotAdmit(t *testing.T) {
 }
 
 func TestClusterJoinAndReplaceDeadNode(t *testing.T) {
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 6, partition: &Partition{}, deadAfter: 500 * time.Millisecond}
+	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 6, partition: &Partition{}, deadAfter: 500 * time.Millisecond}
 	tc.addNode()
 	tc.waitStable(1)
 	_, err := tc.nodes[0].Allow(ctx(t), []fsm.AllowRequest{{Client: "early", Cost: 4}})
@@ -516,7 +517,7 @@ func readGroupsOf(dir string) (int, error) {
 func newSlowTestCluster(t *testing.T) *testCluster {
 	slow := LoopbackRaftTimings
 	slow.HeartbeatTimeout, slow.ElectionTimeout, slow.LeaderLeaseTimeout = time.Second, time.Second, time.Second
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
+	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 3, partition: &Partition{}, deadAfter: time.Hour, timings: &slow}
 	for range 3 {
 		tc.addNode()
 	}

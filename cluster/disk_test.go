@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -24,7 +25,7 @@ func TestDiskNearlyFullRefusesDecisions(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
 
 	const reserve = 16 << 20
-	n := startNode(t, dir, NewManualClock(), func(o *Options) { o.MinFreeDisk = reserve })
+	n := startNode(t, dir, clock.NewManual(), func(o *Options) { o.MinFreeDisk = reserve })
 	ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ada", Cost: 1}})
 	require.NoError(t, err)
 	require.True(t, ds[0].Allowed)

@@ -1,16 +1,12 @@
 package cluster
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/metrics"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -46,64 +42,6 @@ const (
 // live heap is near its budget. It wraps ErrOverloaded: nothing was decided.
 var errMemoryBudget = fmt.Errorf("%w: memory budget", ErrOverloaded)
 
-// DefaultMaxMemory is the budget of a node without Options.MaxMemory: a
-// quarter of what the process may use, its cgroup's memory limit or else
-// the machine's memory (1 GiB if neither can be read).
-func DefaultMaxMemory() int64 {
-	total := machineMemory()
-	if cg := cgroupMemoryLimit(); cg > 0 && (total == 0 || cg < total) {
-		total = cg
-	}
-	if total <= 0 {
-		return 1 << 30
-	}
-	return total / 4
-}
-
-func machineMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-func cgroupMemoryLimit() int64 {
-	b, err := os.ReadFile("/sys/fs/cgroup/memory.max")
-	if err != nil {
-		return 0
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil { // "max": no limit
-		return 0
-	}
-	return v
-}
-
-// readHeap reads the Go runtime's live heap (the bytes the last garbage
-// collection found reachable) and its heap objects (live and not yet
-// collected).
-func readHeap() (live, objects, cycles uint64) {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(s)
-	for i, v := range []*uint64{&live, &objects, &cycles} {
-		if s[i].Value.Kind() == metrics.KindUint64 {
-			*v = s[i].Value.Uint64()
-		}
-	}
-	return live, objects, cycles
-}
-
 // stateBytes is what the state of this node's replicas costs, as their
 // FSMs estimate it (fsm.FSM.StateBytes).
 func (n *Node) stateBytes() int64 {
@@ -123,7 +61,7 @@ func (n *Node) stateBytes() int64 {
 func (n *Node) checkMemory() {
 	read := n.opts.readHeap
 	if read == nil {
-		read = readHeap
+		read = memlimit.ReadHeap
 	}
 	n.memMu.Lock()
 	defer n.memMu.Unlock()

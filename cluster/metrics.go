@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
@@ -147,7 +148,7 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		shed = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.memShed, prometheus.GaugeValue, shed)
-	if sc, ok := n.opts.Clock.(*stampClock); ok {
+	if sc, ok := n.opts.Clock.(*clock.Stamp); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}
 	for _, g := range append([]*raftgroup.Group{n.meta}, n.groups...) {

@@ -28,9 +28,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/reach"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
@@ -58,7 +61,7 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
-	reach    *reach // when each peer last answered (see cutOff)
+	reach    *reach.Tracker // when each peer last answered (see cutOff)
 	// serverSets caches each group's raft configuration (*serverSet, see
 	// servers) for the reach judgments on the decision path.
 	serverSets sync.Map
@@ -87,8 +90,7 @@ type Node struct {
 	memGC     time.Time
 	memCycles uint64
 
-	fwdMu      sync.Mutex
-	forwarders map[string]*forwarder
+	fwd *forward.Pool // one batching forwarder per leader address
 
 	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
@@ -144,9 +146,9 @@ func newNode(opts Options) (*Node, error) {
 		opts.Logger.Warn("the data dir was readable by other users (it holds every client and request id); it is now 0700",
 			"data_dir", opts.DataDir, "was", was.String())
 	}
-	opts.Clock = newStampClock(opts.Clock, func(ahead time.Duration) {
+	opts.Clock = clock.NewStamp(opts.Clock, func(ahead time.Duration) {
 		opts.Logger.Warn("the wall clock stepped forward while the node runs; stamps follow the monotonic clock instead (restart the node to accept the new time)",
-			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", MaxClockStep.String())
+			"node", opts.NodeID, "ahead_by", ahead.String(), "max_step", clock.MaxClockStep.String())
 	})
 	ln, err := net.Listen("tcp", opts.RaftAddr)
 	if err != nil {
@@ -156,9 +158,8 @@ func newNode(opts Options) (*Node, error) {
 		opts:        opts,
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
-		forwarders:  map[string]*forwarder{},
 		origins:     newOriginSource(),
-		reach:       newReach(time.Now, cutOffAfter(opts.Raft)),
+		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		clockCh:     make(chan struct{}, 1),
@@ -170,6 +171,7 @@ func newNode(opts Options) (*Node, error) {
 	if opts.MaxClockOffset < 0 {
 		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
 	}
+	n.fwd = forward.NewPool(n.forward, 4)
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
 	if opts.TLS != nil {
@@ -269,7 +271,7 @@ func (n *Node) start() error {
 			FSMOpts:   fsm.Options{OnConfig: func(uint64) { n.triggerReconcile() }, RequestIDMax: opts.requestIDMax},
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
-			OnContact: func(a raft.ServerAddress) { n.reach.contact(string(a)) },
+			OnContact: func(a raft.ServerAddress) { n.reach.Contact(string(a)) },
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
@@ -327,8 +329,8 @@ func (n *Node) start() error {
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
-	n.every(forwarderIdle, nil, n.retireIdleForwarders)
-	n.every(n.reach.window/4, nil, n.reach.tick)
+	n.every(forward.IdlePeriod, nil, n.fwd.RetireIdle)
+	n.every(n.reach.Window()/4, nil, n.reach.Tick)
 	if opts.ReclaimInterval > 0 {
 		n.every(opts.ReclaimInterval, nil, n.reclaim)
 	}

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorate/quorate/internal/freeport"
-
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -26,11 +24,12 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
 
-func startNode(t *testing.T, dir string, clock Clock, mutate ...func(*Options)) *Node {
+func startNode(t *testing.T, dir string, clock clock.Clock, mutate ...func(*Options)) *Node {
 	t.Helper()
 	opts := Options{
 		NodeID:          "n1",
@@ -82,7 +81,7 @@ func setTier(t *testing.T, n *Node, name string, capacity, perSecond int64) api.
 // TestWorkedExampleOnNode runs README.md's worked example ("Try it")
 // through a real node: real raft, real log files, an injected clock.
 func TestWorkedExampleOnNode(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock, func(o *Options) {
 		o.Initial = bucket.Config{Default: bucket.Policy{Capacity: 3, Rate: bucket.Scale}}
 	})
@@ -132,7 +131,7 @@ func TestRestartKeepsBalancesTiersAndPolicies(t *testing.T) {
 
 func testRestartKeepsState(t *testing.T, layout string) {
 	dir := t.TempDir()
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout })
 	setTier(t, n, "pro", 100, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "carol", "pro", "ops"))
@@ -166,7 +165,7 @@ func testRestartKeepsState(t *testing.T, layout string) {
 }
 
 func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, t.TempDir(), clock)
 	setTier(t, n, "fixed", 500, 0)
 	require.NoError(t, n.SetClientTier(ctx(t), "hot", "fixed", "ops"))
@@ -193,7 +192,7 @@ func TestConcurrentAllowsNeverOverAdmit(t *testing.T) {
 }
 
 func TestMixedGroupBatchKeepsOrder(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	var reqs []fsm.AllowRequest
 	for i := range 40 {
 		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("k%d", i%8), Cost: int64(i % 3)})
@@ -217,7 +216,7 @@ func TestMixedGroupBatchKeepsOrder(t *testing.T) {
 }
 
 func TestDuplicateRequestIDTakesNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	req := []fsm.AllowRequest{{Client: "dave", Cost: 4, RequestID: "r-1"}}
 	first, err := n.Allow(ctx(t), req)
 	require.NoError(t, err)
@@ -231,7 +230,7 @@ func TestDuplicateRequestIDTakesNothing(t *testing.T) {
 }
 
 func TestConfigChangeReachesEveryGroup(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	cc := setTier(t, n, "free", 5, 1)
 	assert.Len(t, cc.Applied, 4)
 	for _, g := range n.groups {
@@ -249,7 +248,7 @@ func TestConfigChangeReachesEveryGroup(t *testing.T) {
 
 func TestDataDirRemembersGroupCount(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock())
+	n := startNode(t, dir, clock.NewManual())
 	require.NoError(t, n.Close())
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 8, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
 	assert.ErrorContains(t, err, "created with 4 groups")
@@ -259,7 +258,7 @@ func TestDataDirRemembersGroupCount(t *testing.T) {
 
 func TestDataDirRemembersLogStore(t *testing.T) {
 	dir := t.TempDir()
-	clock := NewManualClock()
+	clock := clock.NewManual()
 	n := startNode(t, dir, clock, func(o *Options) { o.LogStore = LogStoreBoltDB })
 	allowOne(t, n, "dora", 2)
 	require.NoError(t, n.Close())
@@ -290,7 +289,7 @@ func TestDataDirRemembersLogStore(t *testing.T) {
 
 func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock())
+	n := startNode(t, dir, clock.NewManual())
 	require.NoError(t, n.Close())
 	require.NoError(t, os.Remove(filepath.Join(dir, "quorate.json")))
 	_, err := New(Options{NodeID: "n1", DataDir: dir, Groups: 4, Logger: slog.New(slog.DiscardHandler), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
@@ -301,7 +300,7 @@ func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 // the data dir: clients would hash to groups holding none of their state.
 func TestClusterFileCheckedAgainstGroups(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, NewManualClock()) // 4 groups
+	n := startNode(t, dir, clock.NewManual()) // 4 groups
 	require.NoError(t, n.Close())
 	path := filepath.Join(dir, "quorate.json")
 	data, err := os.ReadFile(path)
@@ -323,7 +322,7 @@ func TestSnapshotTruncatesLogAndRestartRestores(t *testing.T) {
 	for _, layout := range []string{LogStoreShared, LogStoreBoltDB} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := NewManualClock()
+			clock := clock.NewManual()
 			timings := LoopbackRaftTimings
 			timings.TrailingLogs = 10
 			n := startNode(t, dir, clock, func(o *Options) { o.LogStore = layout; o.Raft = timings })
@@ -381,7 +380,7 @@ func TestFirstDecisionsUseTheConfiguredDefault(t *testing.T) {
 // allow sent to a group that does not own the client, is refused, and the
 // node (every replica, had it been committed) keeps serving.
 func TestForgedInternalRPCsAreRefused(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	long := strings.Repeat("c", 300)
 
 	_, err := peerrpc.Call[struct{}](ctx(t), n.rpc, n.RaftAddr(), "/internal/set-tier", peerrpc.ClientReq{Client: long, Tier: "free"})
@@ -391,7 +390,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 	for GroupOf("alice", len(n.groups)) == other {
 		other++
 	}
-	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
+	resp := forwardAsPeer(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(long, len(n.groups)), Requests: []fsm.AllowRequest{{Client: long, Cost: 1}}},
 		{Group: other, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
 		{Group: len(n.groups) + 3, Requests: []fsm.AllowRequest{{Client: "alice", Cost: 1}}},
@@ -416,7 +415,7 @@ func TestForgedInternalRPCsAreRefused(t *testing.T) {
 // with limits turned off installs nothing, because data groups install only
 // what the meta group committed.
 func TestForgedConfigPushInstallsNothing(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	want := n.meta.FSM.Config()
 	require.NotZero(t, want.Version)
 	forged := bucket.Config{Version: math.MaxUint64, Default: bucket.Policy{Capacity: bucket.MaxCapacity, Rate: bucket.MaxRate}}
@@ -441,9 +440,9 @@ func TestForgedConfigPushInstallsNothing(t *testing.T) {
 // Items forwarded together each keep their own caller's deadline: an item
 // whose deadline has passed is not proposed, however late the others' are.
 func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	late, early := "late-caller", "early-caller"
-	resp := forward(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
+	resp := forwardAsPeer(t, n, peerrpc.AllowReq{Items: []peerrpc.AllowItem{
 		{Group: GroupOf(early, len(n.groups)), Requests: []fsm.AllowRequest{{Client: early, Cost: 4}},
 			Deadline: time.Now().Add(-time.Second).UnixNano()},
 		{Group: GroupOf(late, len(n.groups)), Requests: []fsm.AllowRequest{{Client: late, Cost: 4}},
@@ -459,61 +458,10 @@ func TestForwardedItemsKeepTheirOwnDeadline(t *testing.T) {
 	assert.Equal(t, bucket.BuiltinDefault.Capacity, v.Decision.RemainingTokens(), "nothing was taken for the expired item")
 }
 
-// A request queued on a forwarder as it closes is answered "shutting down"
-// (nothing was sent), not left to wait out its deadline and then reported
-// as an unknown outcome.
-func TestClosedForwarderAnswersAtOnce(t *testing.T) {
-	f := newForwarder("127.0.0.1:1", func(context.Context, string, []byte) ([]byte, error) {
-		panic("a closed forwarder sends nothing")
-	}, 1)
-	f.close(ErrShuttingDown)
-	for i := range 50 {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := f.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-		cancel()
-		assert.ErrorIs(t, err, ErrShuttingDown, "submit %d", i)
-	}
-}
-
-// Forwarders to addresses no longer used are retired, so that a node does
-// not keep a goroutine and a queue for every address it ever forwarded to;
-// one still in use stays, and a request that reaches a retired one is told
-// to retry (nothing was sent), never that the node is shutting down.
-func TestIdleForwardersAreRetired(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
-	gone, used := freeport.Addr(t), freeport.Addr(t) // nothing listens on either
-	old := n.forwarderFor(gone)
-	c, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	require.ErrorIs(t, err, errNotLeader, "a peer that cannot be dialled was sent nothing")
-
-	// Both were used within the first period; then only one of them was.
-	n.retireIdleForwarders()
-	assert.Same(t, old, n.forwarderFor(gone), "used within the idle time")
-	_, err = n.forwarderFor(used).submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	require.ErrorIs(t, err, errNotLeader)
-	n.retireIdleForwarders()
-
-	select {
-	case <-old.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the retired forwarder's goroutine is still running")
-	}
-	_, err = old.submit(c, peerrpc.AllowItem{Group: 0, Requests: []fsm.AllowRequest{{Client: "x", Cost: 1}}})
-	assert.ErrorIs(t, err, errNotLeader, "retried elsewhere, as nothing was sent")
-	assert.NotErrorIs(t, err, ErrShuttingDown)
-	n.fwdMu.Lock()
-	assert.NotContains(t, n.forwarders, gone)
-	assert.Contains(t, n.forwarders, used)
-	n.fwdMu.Unlock()
-	assert.NotSame(t, old, n.forwarderFor(gone), "a new one is made on the next use")
-}
-
 // The node's metrics include the log's fsyncs and the request ids forgotten
 // early, per group.
 func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	allowOne(t, n, "mia", 1)
 	families, err := n.opts.Registerer.(*prometheus.Registry).Gather()
 	require.NoError(t, err)
@@ -545,7 +493,7 @@ func TestNodeMetricsIncludeSyncsAndEarlyEvictions(t *testing.T) {
 // proposed: the caller has been told its outcome is unknown, and a late
 // proposal could still take effect behind its back.
 func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	// post sends body as a peer whose caller's deadline is deadline.
 	post := func(path string, body any, deadline time.Time) *peerrpc.Error {
 		t.Helper()
@@ -581,8 +529,8 @@ func TestForwardedWritesPastTheirDeadlineAreNotProposed(t *testing.T) {
 	assert.NotContains(t, cfg.Tiers, "late")
 }
 
-// forward sends req to n's forwarding method as a peer would.
-func forward(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
+// forwardAsPeer sends req to n's forwarding method as a peer would.
+func forwardAsPeer(t *testing.T, n *Node, req peerrpc.AllowReq) peerrpc.AllowResp {
 	t.Helper()
 	data, err := n.forward(ctx(t), n.RaftAddr(), peerrpc.AppendAllowReq(nil, req))
 	require.NoError(t, err)

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
@@ -58,8 +60,8 @@ type Options struct {
 	// API. A zero Default means bucket.BuiltinDefault; the default must be
 	// valid and tier policies must be valid.
 	Initial bucket.Config
-	// Clock stamps proposals (SystemClock if nil).
-	Clock Clock
+	// Clock stamps proposals (clock.System if nil).
+	Clock clock.Clock
 	// Logger receives the node's and raft's logs (slog.Default if nil).
 	Logger *slog.Logger
 	// RaftLogLevel filters raft's own logs (slog.LevelWarn if nil).
@@ -83,7 +85,7 @@ type Options struct {
 	MaxClients int
 	// MaxMemory is this node's memory budget in bytes: near it, the node
 	// refuses new clients and request ids (ErrOverloaded) and serves the
-	// clients it holds (DefaultMaxMemory if zero; negative: no budget).
+	// clients it holds (memlimit.Default if zero; negative: no budget).
 	// See memory.go.
 	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
@@ -187,7 +189,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Initial.Version = 1
 	if o.Clock == nil {
-		o.Clock = SystemClock{}
+		o.Clock = clock.System{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -206,7 +208,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.MaxMemory == 0:
-		o.MaxMemory = DefaultMaxMemory()
+		o.MaxMemory = memlimit.Default()
 	case o.MaxMemory < 0:
 		o.MaxMemory = 0
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -164,7 +165,7 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 // shutting_down, which says nothing was decided; httpapi's
 // TestServiceErrorMapping holds it to outcome_unknown.
 func TestAStopWhileResolvingLeavesTheOutcomeUnknown(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock())
+	n := startNode(t, t.TempDir(), clock.NewManual())
 	g := n.groupFor("a")
 	r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 1}})}
 	require.ErrorIs(t, r.check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errNotLeader)

@@ -2,82 +2,12 @@ package cluster
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/cluster/raftgroup"
 )
-
-// reach records when each peer last answered this node: any group's raft
-// request (raftgroup.Config.OnContact) or a forwarded decision. With raft's
-// own view of when each followed leader was last heard from, it is the
-// node's evidence of which peers it can reach (Node.cutOff). Silence is
-// evidence only while this node was running to hear: reach also ticks
-// (tick, every quarter of window), and a node that started, or resumed
-// from a pause or a stall longer than half the window, less than a window
-// ago has not listened long enough to judge (awake).
-type reach struct {
-	now    func() time.Time
-	window time.Duration
-	mu     sync.RWMutex
-	heard  map[string]*atomic.Int64 // raft address → unix nanos of the last answer
-
-	lastTick   atomic.Int64 // unix nanos
-	awakeSince atomic.Int64 // unix nanos of the start, or of the tick that ended the last gap
-}
-
-func newReach(now func() time.Time, window time.Duration) *reach {
-	r := &reach{now: now, window: window, heard: map[string]*atomic.Int64{}}
-	t := now().UnixNano()
-	r.lastTick.Store(t)
-	r.awakeSince.Store(t)
-	return r
-}
-
-// tick records that the node runs; call it every quarter of the window.
-func (r *reach) tick() {
-	t := r.now().UnixNano()
-	if last := r.lastTick.Swap(t); time.Duration(t-last) > r.window/2 {
-		r.awakeSince.Store(t) // a pause or a stall: what was not heard then proves nothing
-	}
-}
-
-// awake reports whether the node has been running, without a gap, for the
-// whole window up to now.
-func (r *reach) awake() bool {
-	t := r.now().UnixNano()
-	return time.Duration(t-r.lastTick.Load()) <= r.window/2 && time.Duration(t-r.awakeSince.Load()) >= r.window
-}
-
-// contact records that addr answered just now.
-func (r *reach) contact(addr string) {
-	r.mu.RLock()
-	t := r.heard[addr]
-	r.mu.RUnlock()
-	if t == nil {
-		r.mu.Lock()
-		if t = r.heard[addr]; t == nil {
-			t = new(atomic.Int64)
-			r.heard[addr] = t
-		}
-		r.mu.Unlock()
-	}
-	t.Store(r.now().UnixNano())
-}
-
-// last returns when addr last answered (the zero time if never).
-func (r *reach) last(addr string) time.Time {
-	r.mu.RLock()
-	t := r.heard[addr]
-	r.mu.RUnlock()
-	if t == nil {
-		return time.Time{}
-	}
-	return time.Unix(0, t.Load())
-}
 
 // cutOffAfter is how long a node may go without hearing from a majority of
 // a group's voters before it takes itself for cut off from them. A node
@@ -116,7 +46,7 @@ func (n *Node) heardFrom(g *raftgroup.Group, window time.Duration, followed map[
 	if !ok {
 		return 0, 0, false
 	}
-	since := n.reach.now().Add(-window)
+	since := n.reach.Now().Add(-window)
 	voters := 0
 	for _, s := range servers {
 		if s.Suffrage != raft.Voter {
@@ -128,7 +58,7 @@ func (n *Node) heardFrom(g *raftgroup.Group, window time.Duration, followed map[
 		case string(s.ID) == n.opts.NodeID:
 			voter = true
 			heard++
-		case n.reach.last(addr).After(since), followed[addr].After(since):
+		case n.reach.Last(addr).After(since), followed[addr].After(since):
 			heard++
 		}
 	}
@@ -147,9 +77,9 @@ type serverSet struct {
 // group's main loop. A set that old only delays when a judgment that
 // decides nothing (refuse, or do not forward) notices a voter change.
 func (n *Node) servers(g *raftgroup.Group) ([]raft.Server, bool) {
-	now := n.reach.now()
+	now := n.reach.Now()
 	if v, ok := n.serverSets.Load(g); ok {
-		if set := v.(*serverSet); now.Sub(set.at) < n.reach.window/4 {
+		if set := v.(*serverSet); now.Sub(set.at) < n.reach.Window()/4 {
 			return set.servers, true
 		}
 	}
@@ -168,10 +98,10 @@ func (n *Node) servers(g *raftgroup.Group) ([]raft.Server, bool) {
 // request it holds would only wait out its caller's deadline. Nil if it
 // may still reach one, or is no voter of g.
 func (n *Node) cutOff(g *raftgroup.Group) error {
-	if !n.reach.awake() {
+	if !n.reach.Awake() {
 		return nil
 	}
-	w := n.reach.window
+	w := n.reach.Window()
 	heard, quorum, voter := n.heardFrom(g, w, n.lastHeard())
 	if !voter || heard >= quorum {
 		return nil
@@ -184,7 +114,7 @@ func (n *Node) cutOff(g *raftgroup.Group) error {
 // heard from a majority of g's voters within the leader lease: raft is about to step
 // down, and an entry proposed now would most likely end ambiguous.
 func (n *Node) leaseLapsed(g *raftgroup.Group) bool {
-	if !n.reach.awake() {
+	if !n.reach.Awake() {
 		return false
 	}
 	heard, quorum, voter := n.heardFrom(g, n.opts.Raft.LeaderLeaseTimeout, nil)
@@ -197,7 +127,7 @@ func (n *Node) leaseLapsed(g *raftgroup.Group) bool {
 // a heartbeat timeout while this node was awake (raft is about to stand
 // for election), or addr comes from gossip while this node is cut off.
 func (n *Node) leaderSilent(g *raftgroup.Group, addr string) bool {
-	if !n.reach.awake() {
+	if !n.reach.Awake() {
 		return false
 	}
 	if a, id := g.Raft.LeaderWithID(); id == "" || string(a) != addr {
@@ -207,8 +137,8 @@ func (n *Node) leaderSilent(g *raftgroup.Group, addr string) bool {
 		return n.cutOff(g) != nil
 	}
 	last := g.Raft.LastContact()
-	if t := n.reach.last(addr); t.After(last) {
+	if t := n.reach.Last(addr); t.After(last) {
 		last = t
 	}
-	return n.reach.now().Sub(last) > n.opts.Raft.HeartbeatTimeout
+	return n.reach.Now().Sub(last) > n.opts.Raft.HeartbeatTimeout
 }

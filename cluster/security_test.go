@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -54,7 +55,7 @@ func newGossipKey(t *testing.T) []byte {
 // newSecureTestCluster is newTestCluster with cluster TLS and an encrypted
 // gossip on every node.
 func newSecureTestCluster(t *testing.T, size int) *testCluster {
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
+	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
 		pki: newCA(t), gossipKeys: [][]byte{newGossipKey(t)}}
 	for range size {
 		tc.addNode()
@@ -104,14 +105,14 @@ func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 // vote and internal RPCs from anyone without a certificate of its CA.
 func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 	t.Run("without cluster TLS the forged vote deposes the leader", func(t *testing.T) {
-		n := startNode(t, t.TempDir(), NewManualClock())
+		n := startNode(t, t.TempDir(), clock.NewManual())
 		term := n.meta.Raft.CurrentTerm()
 		require.NoError(t, forgeRequestVote(t, nil, n))
 		assert.GreaterOrEqual(t, n.meta.Raft.CurrentTerm(), term+10, "the forged term was taken")
 	})
 
 	ca := newCA(t)
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.TLS = nodeTLS(t, ca, "n1") })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.TLS = nodeTLS(t, ca, "n1") })
 	term := n.meta.Raft.CurrentTerm()
 	other := nodeTLS(t, newCA(t), "n1") // a valid-looking certificate of another CA
 	for name, mt := range map[string]*raftmux.TLS{

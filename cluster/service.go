@@ -137,7 +137,7 @@ func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *resolver) ([]f
 	err := n.atLeader(ctx, g,
 		func() (err error) { ds, err = g.Batch.Submit(ctx, r.reqs); return r.check(err) },
 		func(addr string) (err error) {
-			ds, err = n.forwarderFor(addr).submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.reqs})
+			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.reqs})
 			return r.check(err)
 		})
 	return r.finish(ds, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
@@ -30,7 +31,7 @@ func (tc *testCluster) clusterVersions() map[uint32]int {
 // once it restarts with this binary, every group of every replica moves,
 // and GET /v1/cluster says so.
 func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
-	tc := &testCluster{t: t, clock: NewManualClock(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
+	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
 		maxCV: map[int]uint32{0: fsm.BaseClusterVersion}}
 	for range 3 {
 		tc.addNode()
@@ -133,7 +134,7 @@ func TestForwardedDecisionsCarryTheirRateFromClusterVersion2(t *testing.T) {
 		version uint32
 		known   bool
 	}{{fsm.BaseClusterVersion, false}, {fsm.ClusterVersionOriginsAlways, true}} {
-		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = c.version })
+		n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.maxClusterVersion = c.version })
 		require.Eventually(t, func() bool { return n.ClusterVersion() == c.version }, 10*time.Second, 5*time.Millisecond)
 		setTier(t, n, "pro", 10, 3)
 		require.NoError(t, n.SetClientTier(ctx(t), "p", "pro", "ops"))
@@ -168,7 +169,7 @@ func TestForwardedDecisionsCarryTheirRateFromClusterVersion2(t *testing.T) {
 // group, on every replica.
 func TestResetClientNeedsClusterVersion2(t *testing.T) {
 	for _, version := range []uint32{fsm.BaseClusterVersion, fsm.ClusterVersionOriginsAlways} {
-		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = version })
+		n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.maxClusterVersion = version })
 		require.Eventually(t, func() bool { return n.ClusterVersion() == version }, 10*time.Second, 5*time.Millisecond)
 		setTier(t, n, "pro", 10, 0)
 		require.NoError(t, n.SetClientTier(ctx(t), "r", "pro", "ops"))
@@ -198,7 +199,7 @@ func TestNewPoliciesNeedClusterVersion2(t *testing.T) {
 	window := bucket.Policy{Algorithm: bucket.SlidingWindow, Capacity: 5, Window: 60 * bucket.Second}
 	fill := fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "pro", Policy: bucket.Policy{Capacity: 20}, OnRaise: bucket.Fill}
 	for _, version := range []uint32{fsm.BaseClusterVersion, fsm.ClusterVersionPolicies} {
-		n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.maxClusterVersion = version })
+		n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.maxClusterVersion = version })
 		require.Eventually(t, func() bool { return n.ClusterVersion() == version }, 10*time.Second, 5*time.Millisecond)
 		setTier(t, n, "pro", 10, 0)
 		applied := n.meta.Raft.AppliedIndex()

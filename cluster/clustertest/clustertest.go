@@ -2,7 +2,7 @@
 // above cluster (the HTTP API, the fault suite's workload, the command):
 // real raft, real log stores in a temporary directory, loopback sockets,
 // and the test's own clock. cluster's own tests use the same pieces
-// (cluster.ManualClock, cluster.LoopbackRaftTimings) directly.
+// (clock.Manual, cluster.LoopbackRaftTimings) directly.
 package clustertest
 
 import (

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 )
 
 // faultInjection is true only in binaries built with the faultinject tag,
@@ -26,8 +26,8 @@ type clockBody struct {
 	OffsetNanos int64 `json:"offset_ns"`
 }
 
-func nodeClock() (cluster.Clock, func(*http.ServeMux)) {
-	c := cluster.NewOffsetClock(cluster.SystemClock{})
+func nodeClock() (clock.Clock, func(*http.ServeMux)) {
+	c := clock.NewOffset(clock.System{})
 	if v := os.Getenv(StartOffsetEnv); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {
 			c.SetOffset(d)

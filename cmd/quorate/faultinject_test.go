@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/internal/freeport"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/quorate/quorate/cluster"
 )
 
 func TestFaultBuildNeedsDebugAddr(t *testing.T) {
@@ -41,7 +40,7 @@ func TestFaultBuildSkewsTheClock(t *testing.T) {
 
 	after, err := c.Allow(ctx, "skewed", 0, "")
 	require.NoError(t, err)
-	// A step of a running node's clock is held to cluster.MaxClockStep, as
+	// A step of a running node's clock is held to clock.MaxClockStep, as
 	// a real wall clock's step is: the stamps move by about that, not by
 	// the hour.
 	// The held-back stamps follow the monotonic clock from the anchor, and
@@ -49,6 +48,6 @@ func TestFaultBuildSkewsTheClock(t *testing.T) {
 	// by up to 500 ppm): allow a few milliseconds below the step (a run
 	// measured 999.7 ms).
 	skew := time.Duration(after.StampUnixNano - before.StampUnixNano)
-	assert.GreaterOrEqual(t, skew, cluster.MaxClockStep-10*time.Millisecond, "decisions are stamped with the stepped clock, held back")
-	assert.Less(t, skew, cluster.MaxClockStep+time.Minute, "the hour's step is held to MaxClockStep")
+	assert.GreaterOrEqual(t, skew, clock.MaxClockStep-10*time.Millisecond, "decisions are stamped with the stepped clock, held back")
+	assert.Less(t, skew, clock.MaxClockStep+time.Minute, "the hour's step is held to MaxClockStep")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/internal/connlimit"
 	"github.com/quorate/quorate/server/httpapi"
 )
@@ -91,7 +92,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative, e.g. -1s: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
-	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", cluster.DefaultMaxMemory()>>20))
+	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", memlimit.Default()>>20))
 	fs.IntVar(&f.maxConns, "max-http-conns", defaultMaxHTTPConns(), "most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (default: half the process's file descriptors, at most 16384)")
 	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP and gRPC ports keep open from one address, together")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
@@ -379,7 +380,7 @@ func splitList(s string) []string {
 func memoryBudget(flag int64) int64 {
 	budget := flag
 	if budget == 0 {
-		budget = cluster.DefaultMaxMemory()
+		budget = memlimit.Default()
 	}
 	if budget > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(budget / 20 * 17)

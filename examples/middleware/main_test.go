@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/server/httpapi"
 )
@@ -24,7 +25,7 @@ import (
 // tokens), another key's is not.
 func TestTheExampleLimitsByAPIKey(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	node := clustertest.StartNode(t, cluster.Options{Clock: cluster.NewManualClock(), Registerer: reg})
+	node := clustertest.StartNode(t, cluster.Options{Clock: clock.NewManual(), Registerer: reg})
 	q := httptest.NewServer(httpapi.New(node, httpapi.Options{Registerer: reg, Gatherer: reg}))
 	defer q.Close()
 	addr := freeport.Addr(t)

@@ -168,7 +168,7 @@ func (c *Cluster) stopStrobe() {
 }
 
 // MaxClockStep is how far a running node's stamps follow its clock stepping
-// forward (cluster.MaxClockStep): a step beyond is held back to it.
+// forward (MaxClockStep in cluster/clock): a step beyond is held back to it.
 const MaxClockStep = time.Second
 
 // SetClockFar steps node i's running clock forward by offset, beyond what

@@ -24,6 +24,7 @@ import (
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/server/envoyrls"
@@ -66,7 +67,7 @@ func setTier(t *testing.T, n *cluster.Node, tier string, p bucket.Policy) {
 // what is left and when it is full, the overall code, and the RateLimit
 // headers of the most constrained descriptor.
 func TestShouldRateLimitOnANode(t *testing.T) {
-	clock := cluster.NewManualClock()
+	clock := clock.NewManual()
 	reg := prometheus.NewRegistry()
 	node := clustertest.StartNode(t, cluster.Options{Clock: clock, Registerer: reg})
 	rls := serve(t, node, envoyrls.Options{Registerer: reg})

@@ -23,14 +23,15 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/server/httpapi"
 )
 
-// e2eT0 is where every cluster.ManualClock starts.
-var e2eT0 = cluster.ManualClockStart
+// e2eT0 is where every clock.Manual starts.
+var e2eT0 = clock.ManualStart
 
-func newManualClock() *cluster.ManualClock { return cluster.NewManualClock() }
+func newManualClock() *clock.Manual { return clock.NewManual() }
 
 // liveNode is a real single-node cluster served by the HTTP API on loopback.
 type liveNode struct {
@@ -42,7 +43,7 @@ type liveNode struct {
 // startLiveNode starts node n1 on dir (new or existing) with clock, serves
 // it over HTTP, and waits until every group has a leader and has applied a
 // configuration. Both are closed when the test ends.
-func startLiveNode(t *testing.T, dir string, clock cluster.Clock) *liveNode {
+func startLiveNode(t *testing.T, dir string, clock clock.Clock) *liveNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	node := clustertest.StartNode(t, cluster.Options{DataDir: dir, Clock: clock, Registerer: reg})
