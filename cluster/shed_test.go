@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/cluster/clock"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +20,7 @@ import (
 // which part was decided is unknown, and requests without ids and retries
 // of remembered ids are decided as always.
 func TestANewRequestIDPastTheGroupsMemoryIsRefused(t *testing.T) {
-	n := startNode(t, t.TempDir(), NewManualClock(), func(o *Options) { o.requestIDMax = 2 })
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.requestIDMax = 2 })
 	require.Eventually(t, func() bool {
 		for _, g := range n.allGroups() {
 			if g.FSM.ClusterVersion() < fsm.ClusterVersionIDMemory {
