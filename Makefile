@@ -83,6 +83,10 @@ tidy: ## go mod tidy; fails if go.mod or go.sum changed.
 clean: ## Remove build output (not data directories).
 	rm -rf bin bench.out
 
+.PHONY: id-window
+id-window: ## Request ids at one group's top rate for 130 s (past their 2-minute window): none forgotten early, bytes per id.
+	./scripts/idwindow.sh
+
 .PHONY: memattack
 memattack: ## The decide-token memory attack against a throwaway node (DURATION=60s, MAX_MEMORY bytes, default 512 MiB).
 	./scripts/memattack.sh
