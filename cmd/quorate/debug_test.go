@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/internal/rtmetrics"
 	"github.com/quorate/quorate/server/httpapi"
 )
 
@@ -26,17 +27,22 @@ func TestDebugListenerIsGuarded(t *testing.T) {
 	auth, err := httpapi.NewAuthenticator(af)
 	require.NoError(t, err)
 	h := debugGuard(debugMux(nil), auth)
-	get := func(host, token string) int {
-		r := httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil)
+	getPath := func(path, host, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
 		r.Host = host
 		if token != "" {
 			r.Header.Set("Authorization", "Bearer "+token)
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		return w.Code
+		return w
 	}
+	get := func(host, token string) int { return getPath("/debug/pprof/", host, token).Code }
 	assert.Equal(t, http.StatusOK, get("127.0.0.1:7079", admin))
+	rt := getPath(rtmetrics.Path, "127.0.0.1:7079", admin)
+	assert.Equal(t, http.StatusOK, rt.Code, "the runtime's counters are served beside the profiles")
+	assert.Contains(t, rt.Body.String(), rtmetrics.AllocObjects)
+	assert.Equal(t, http.StatusUnauthorized, getPath(rtmetrics.Path, "127.0.0.1:7079", reader).Code, "and guarded as they are")
 	assert.Equal(t, http.StatusOK, get("localhost:7079", admin))
 	assert.Equal(t, http.StatusOK, get("[::1]:7079", admin))
 	assert.Equal(t, http.StatusForbidden, get("rebound.example:7079", admin), "a DNS name of someone else's")

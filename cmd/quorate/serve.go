@@ -22,6 +22,7 @@ import (
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/internal/connlimit"
+	"github.com/quorate/quorate/internal/rtmetrics"
 	"github.com/quorate/quorate/server/httpapi"
 )
 
@@ -347,8 +348,9 @@ func debugGuard(next http.Handler, auth *httpapi.Authenticator) http.Handler {
 	})
 }
 
-// debugMux serves the pprof profiles, on their own listener so that they
-// are never exposed with the API.
+// debugMux serves the pprof profiles and the runtime's counters (for the
+// cost ledger of scripts/loadgen), on their own listener so that they are
+// never exposed with the API.
 func debugMux(extra func(*http.ServeMux)) *http.ServeMux {
 	mux := http.NewServeMux()
 	if extra != nil {
@@ -359,6 +361,7 @@ func debugMux(extra func(*http.ServeMux)) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle(rtmetrics.Path, rtmetrics.Handler())
 	return mux
 }
 

@@ -24,6 +24,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -72,6 +74,7 @@ type result struct {
 	MaxMicros    int64    `json:"max_us"`
 	FirstErrText string   `json:"first_error,omitempty"`
 	serverStats
+	Ledger *ledger `json:"ledger,omitempty"`
 }
 
 // config is what a run needs besides the flags that only run reads.
@@ -95,6 +98,9 @@ type config struct {
 	requestIDs bool
 	// each asks for every key once, in order, instead of at random.
 	each bool
+	// ledgerURLs are the nodes' debug listeners, one per probePIDs entry,
+	// for the cost ledger (ledger.go).
+	ledgerURLs []string
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -120,6 +126,7 @@ func run(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
 	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
 	requestIDs := fs.Bool("request-ids", false, "mode quorate: give every decision a request id of its own (what the group remembers for two minutes)")
+	ledgerURLs := fs.String("ledger", "", "comma-separated debug listener URLs of the nodes (--debug-addr), one per -pids entry in the same order: profile them over the middle half of the run and report the cost ledger, CPU per decision by stage")
 	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -153,7 +160,7 @@ func run(args []string, stdout io.Writer) error {
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
 		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce, requestIDs: *requestIDs,
-		each: *each,
+		each: *each, ledgerURLs: splitList(*ledgerURLs),
 	}
 	if *each {
 		if *keys%*batch != 0 {
@@ -174,7 +181,13 @@ func run(args []string, stdout io.Writer) error {
 	if len(cfg.targets) == 0 {
 		return errors.New("-targets is empty")
 	}
-	for _, u := range slices.Concat(cfg.targets, cfg.probeURLs) {
+	if len(cfg.ledgerURLs) > 0 && len(cfg.ledgerURLs) != len(cfg.probePIDs) {
+		return errors.New("-ledger needs one debug URL per -pids entry, in the same order")
+	}
+	if len(cfg.ledgerURLs) > 0 && (cfg.duration < 2*time.Second || cfg.each) {
+		return errors.New("-ledger profiles the middle half of a run: it needs -duration of at least 2s, and no -each")
+	}
+	for _, u := range slices.Concat(cfg.targets, cfg.probeURLs, cfg.ledgerURLs) {
 		if err := loopback.CheckURL(u); err != nil {
 			return fmt.Errorf("target %w; loadgen only drives local servers", err)
 		}
@@ -244,6 +257,14 @@ func load(cfg config) (result, error) {
 		lat                                  = make([][]time.Duration, cfg.conns)
 	)
 	start := time.Now()
+	ledgerDone := make(chan ledgerResult, 1)
+	if len(cfg.ledgerURLs) > 0 {
+		lp := ledgerProbe{urls: cfg.ledgerURLs, pids: cfg.probePIDs, token: cfg.token, metrics: cfg.probeURLs, hc: &http.Client{}}
+		go func() {
+			l, err := lp.run(ctx, cfg.duration/4, cfg.duration/2, func() int64 { return allowed.Load() + denied.Load() })
+			ledgerDone <- ledgerResult{l, err}
+		}()
+	}
 	for w, c := range callers {
 		wg.Add(1)
 		go func() {
@@ -285,6 +306,14 @@ func load(cfg config) (result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	var led *ledger
+	if len(cfg.ledgerURLs) > 0 {
+		r := <-ledgerDone
+		if r.err != nil {
+			return result{}, fmt.Errorf("cost ledger: %w", r.err)
+		}
+		led = r.l
+	}
 	after, err := probe(cfg.probePIDs, cfg.probeURLs, cfg.token)
 	if err != nil {
 		return result{}, fmt.Errorf("after the run: %w", err)
@@ -313,6 +342,7 @@ func load(cfg config) (result, error) {
 		res.FirstErrText = e
 	}
 	res.serverStats = delta(before, after, res.Allowed+res.Denied)
+	res.Ledger = led
 	return res, nil
 }
 
@@ -326,6 +356,9 @@ func printResult(w io.Writer, res result) {
 	}
 	if res.FirstErrText != "" {
 		fmt.Fprintf(w, "first error: %s\n", res.FirstErrText)
+	}
+	if res.Ledger != nil {
+		writeLedger(w, cmp.Or(res.Label, res.Mode), res.Ledger)
 	}
 }
 

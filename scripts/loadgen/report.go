@@ -84,6 +84,17 @@ func runReport(args []string, stdout io.Writer) error {
 		return cmp.Or(cmp.Compare(a.Batch, b.Batch), -cmp.Compare(a.Keys, b.Keys), -cmp.Compare(a.Connections, b.Connections))
 	})
 	writeTable(stdout, runs)
+	var labels []string
+	var ledgers []*ledger
+	for _, r := range runs {
+		if r.Ledger != nil {
+			labels = append(labels, fmt.Sprintf("%s (%d conns)", cmp.Or(r.Label, r.Mode), r.Connections))
+			ledgers = append(ledgers, r.Ledger)
+		}
+	}
+	if len(ledgers) > 0 {
+		writeLedgers(stdout, labels, ledgers)
+	}
 	if *out == "" {
 		return nil
 	}
