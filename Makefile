@@ -87,6 +87,14 @@ clean: ## Remove build output (not data directories).
 id-window: ## Request ids at one group's top rate for 130 s (past their 2-minute window): none forgotten early, bytes per id.
 	./scripts/idwindow.sh
 
+.PHONY: flood
+flood: ## The connection attacks against a throwaway secure 3-node cluster: ClientHello replay at RATE/s (4,000) on a raft port, CONNS (19,900) idle HTTP connections.
+	./scripts/flood.sh
+
+.PHONY: client-memory
+client-memory: ## A node filled with CLIENTS clients (default 1,000,000), then reclaimed: live heap fresh, full (bytes per bucket) and after.
+	./scripts/clientmem.sh
+
 .PHONY: memattack
 memattack: ## The decide-token memory attack against a throwaway node (DURATION=60s, MAX_MEMORY bytes, default 512 MiB).
 	./scripts/memattack.sh

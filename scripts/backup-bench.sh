@@ -27,16 +27,12 @@ stop_node() { [ -n "$pid" ] || return 0; kill "$pid" 2>/dev/null || true; wait "
 cleanup() { stop_node; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
 
-./bin/quorate certs init --dir "$dir/certs" --nodes node1 >/dev/null
-(umask 077; ./bin/quorate token new --name bench --role admin --auth-file "$dir/auth.json" 2>/dev/null >"$dir/token")
-QUORATE_TOKEN=$(cat "$dir/token")
-export QUORATE_TOKEN QUORATE_ADDR=$HTTP
-c=$dir/certs
+secure_single "$dir"
+export QUORATE_ADDR=$HTTP
 start_node() {
-  # shellcheck disable=SC2086
-  ./bin/quorate serve --node-id node1 --data-dir "$1" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr "$GOSSIP" \
-    --cluster-ca "$c/ca.pem" --cluster-cert "$c/node1.pem" --cluster-key "$c/node1-key.pem" --gossip-key "$c/gossip.key" \
-    --auth-file "$dir/auth.json" --log-level warn ${2:-} 2>>"$dir/node.log" &
+  # shellcheck disable=SC2046,SC2086
+  ./bin/quorate serve --data-dir "$1" --http-addr "$HTTP" --raft-addr "$RAFT" --gossip-addr "$GOSSIP" \
+    $(secure_flags "$dir") --log-level warn ${2:-} 2>>"$dir/node.log" &
   pid=$!
   wait_ready "$HTTP" "$dir/node.log"
 }
