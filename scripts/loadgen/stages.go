@@ -31,6 +31,9 @@ const (
 	forwardFn = modPath + "cluster/forward."
 )
 
+// raftPort is what is on the stack of work for the raft port.
+var raftPort = []string{raftnetFn, raftmuxFn, peerrpcFn, forwardFn}
+
 // stages, in the order samples are matched against them. "other" takes
 // what none of them does.
 var stages = []stage{
@@ -40,8 +43,9 @@ var stages = []stage{
 	{name: "request-id and origin memory", patterns: []string{modPath + "fsm.(*idMemory)", modPath + "fsm.digestOf", modPath + "fsm.(*dedupWindow)", modPath + "fsm.(*FSM).forget", modPath + "fsm.(*FSM).pruneMarks", modPath + "fsm.(*FSM).mayHaveForgotten"}},
 	{name: "FSM apply (every replica)", patterns: []string{modPath + "fsm.", raftPath + "(*Raft).runFSM"}},
 	{name: "log store (encode, write)", patterns: []string{modPath + "raftlog.", "github.com/cockroachdb/pebble", "github.com/hashicorp/raft-boltdb", "go.etcd.io/bbolt", "github.com/boltdb/bolt"}},
-	{name: "raft port TLS", patterns: []string{"crypto/tls.", "crypto/internal/", "crypto/aes.", "crypto/cipher.", "vendor/golang.org/x/crypto/"}, within: []string{raftnetFn, raftmuxFn, peerrpcFn, forwardFn}},
-	{name: "raft transport (frames, syscalls)", patterns: []string{raftnetFn, raftmuxFn}},
+	{name: "raft port syscalls (read, write)", patterns: []string{"internal/poll.(*FD).Read", "internal/poll.(*FD).Write", "internal/poll.(*FD).Writev"}, within: raftPort},
+	{name: "raft port TLS (crypto, records)", patterns: []string{"crypto/tls.", "crypto/internal/", "crypto/aes.", "crypto/cipher.", "vendor/golang.org/x/crypto/"}, within: raftPort},
+	{name: "raft transport (frames)", patterns: []string{raftnetFn, raftmuxFn}},
 	{name: "forwarding to leaders (peer RPC)", patterns: []string{peerrpcFn, forwardFn}},
 	{name: "raft follower", patterns: []string{raftPath + "(*Raft).runFollower", raftPath + "(*Raft).appendEntries", raftPath + "(*Raft).processRPC", raftPath + "(*Raft).processHeartbeat", raftPath + "(*Raft).runCandidate"}},
 	{name: "raft leader (replication, commit)", patterns: []string{raftPath}},
