@@ -542,19 +542,26 @@ func (n *Node) reconcile() {
 	wg.Wait()
 }
 
-// reclaim asks every data group this node leads to forget buckets that
-// are full. A reclaim is stamped like a decision, so a node whose clock is
-// not in bounds proposes none.
+// reclaim asks every data group this node leads to forget what it no
+// longer needs: buckets that are full, and remembered decisions, origin
+// marks and audit records past their time (fsm.Reclaimable). A reclaim is
+// stamped like a decision, so a node whose clock is not in bounds proposes
+// none. Every group on the node also lets go of its log cache if it
+// stored nothing since the last reclaim.
 func (n *Node) reclaim() {
+	for _, g := range n.allGroups() {
+		g.DropIdleCache()
+	}
 	if n.clockErr() != nil {
 		return
 	}
 	for _, g := range n.groups {
-		if b, _, _ := g.FSM.Stats(); !g.Serving() || b == 0 {
+		stamp := n.opts.Clock.Now().UnixNano()
+		if !g.Serving() || !g.FSM.Reclaimable(stamp) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		res, err := g.ApplyLocal(ctx, fsm.Reclaim{Stamp: n.opts.Clock.Now().UnixNano()})
+		res, err := g.ApplyLocal(ctx, fsm.Reclaim{Stamp: stamp})
 		cancel()
 		if err != nil {
 			n.logger.Warn("reclaim failed", "group", g.ID, "err", err)

@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -147,6 +148,20 @@ func (f *FSM) updateRecord(client string, change func(*ClientRecord)) {
 	change(&r)
 	f.records.set(client, r)
 	f.mapBytes += recordBytes(client, r)
+	f.recordsFloor = min(f.recordsFloor, r.newestAct())
+}
+
+// newestAct is the group time of the record's newest act.
+func (r ClientRecord) newestAct() int64 { return max(r.Assigned.At, r.Reset.At) }
+
+// floorRecords recomputes recordsFloor from the records.
+func (f *FSM) floorRecords() {
+	f.recordsFloor = math.MaxInt64
+	f.records.each(func(client string, r ClientRecord) {
+		if _, assigned := f.tiers.get(client); !assigned {
+			f.recordsFloor = min(f.recordsFloor, r.newestAct())
+		}
+	})
 }
 
 func (f *FSM) recordAssignment(client, tier string, a Act) {
@@ -162,13 +177,16 @@ func (f *FSM) recordReset(client string, a Act) {
 // deletion depends only on its own record and assignment, so map order
 // cannot change the outcome.
 func (f *FSM) pruneRecords(now int64) int {
+	f.recordsFloor = math.MaxInt64
 	return f.records.deleteIf(func(client string, r ClientRecord) bool {
 		if _, assigned := f.tiers.get(client); assigned {
 			return false
 		}
-		old := max(r.Assigned.At, r.Reset.At) < now-RecordRetention
+		old := r.newestAct() < now-RecordRetention
 		if old {
 			f.mapBytes -= recordBytes(client, r)
+		} else {
+			f.recordsFloor = min(f.recordsFloor, r.newestAct())
 		}
 		return old
 	})

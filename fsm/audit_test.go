@@ -125,13 +125,20 @@ func TestClientRecordsSurviveReclaim(t *testing.T) {
 	assert.Equal(t, f.MarshalSnapshot(), g.MarshalSnapshot(), "a snapshot holds the records")
 	assert.Equal(t, f.StateBytes(), g.StateBytes())
 
+	assert.False(t, f.Reclaimable(at(3*time.Second+30*24*time.Hour)), "no bucket left, and no record old enough")
+	assert.True(t, f.Reclaimable(at(3*time.Second+30*24*time.Hour)+1), "the record of moved is past the retention")
+	assert.True(t, g.Reclaimable(at(3*time.Second+30*24*time.Hour)+1), "a restored replica knows it too")
 	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(3*time.Second + 30*24*time.Hour)})
 	check("30 days after the reset: not yet older than the retention", want)
 	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(3*time.Second+30*24*time.Hour) + 1})
 	delete(want, "moved")
 	check("past the retention", want)
+	assert.False(t, f.Reclaimable(at(10*365*24*time.Hour)), "the one record left belongs to an assigned client")
 	apply[*fsm.ReclaimResult](t, f, fsm.Reclaim{Stamp: at(10 * 365 * 24 * time.Hour)})
 	check("ten years on, kept still has its assignment", want)
+	apply[*fsm.SetTierResult](t, f, fsm.SetTier{Client: "kept", Audited: by("ops", at(10*365*24*time.Hour))})
+	assert.False(t, f.Reclaimable(at(10*365*24*time.Hour+29*24*time.Hour)), "unassigned, its record starts its retention")
+	assert.True(t, f.Reclaimable(at(10*365*24*time.Hour+31*24*time.Hour)))
 }
 
 // Who made a change is bounded like a token's name, and a change is not

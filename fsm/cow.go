@@ -123,6 +123,15 @@ func (c *cowMap[V]) keys() []string {
 	return out
 }
 
+// each calls fn for every entry, in no particular order.
+func (c *cowMap[V]) each(fn func(k string, v V)) {
+	for i := range c.parts {
+		for k, v := range c.parts[i].m {
+			fn(k, v)
+		}
+	}
+}
+
 // deleteIf deletes every entry for which drop returns true.
 func (c *cowMap[V]) deleteIf(drop func(k string, v V) bool) int {
 	n := 0

@@ -103,6 +103,11 @@ func (d *dedupWindow) expire(now int64) int {
 	return n
 }
 
+// expired reports whether expire(now) would forget anything.
+func (d *dedupWindow) expired(now int64) bool {
+	return len(d.order) > 0 && d.order[0].decision.Stamp < now-d.window
+}
+
 func (d *dedupWindow) dropFront(n int) {
 	if n == 0 {
 		return
@@ -164,6 +169,16 @@ func (f *FSM) forget(o uint64, now int64) {
 func (f *FSM) mayHaveForgotten(o uint64) bool {
 	m, ok := f.marks[originEpoch(o)]
 	return ok && originSeq(o) <= m.seq
+}
+
+// marksExpired reports whether pruneMarks(now) would drop a mark.
+func (f *FSM) marksExpired(now int64) bool {
+	for _, m := range f.marks {
+		if m.at < now-originMarkLife {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneMarks drops marks that no retry can need any more (see

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -155,11 +156,15 @@ type FSM struct {
 	windows *cowMap[bucket.Window]
 	// records and audit are the audit trail (audit.go): operator actions
 	// per client, and the last configuration changes, oldest first.
-	records  *cowMap[ClientRecord]
-	audit    []AuditEntry
-	ids      *idMemory    // by request id
-	byOrigin *dedupWindow // requests without an id, by origin
-	marks    map[uint32]originMark
+	records *cowMap[ClientRecord]
+	// recordsFloor is at most the newest act of every record of a client
+	// without a tier assignment: none can be pruned before RecordRetention
+	// past it (see Reclaimable).
+	recordsFloor int64
+	audit        []AuditEntry
+	ids          *idMemory    // by request id
+	byOrigin     *dedupWindow // requests without an id, by origin
+	marks        map[uint32]originMark
 	// idsForgottenUntil is the end of the window of the newest request id
 	// forgotten early (by count): until then a request id the group does
 	// not remember may have been decided before.
@@ -231,6 +236,7 @@ func (f *FSM) reset() {
 	f.buckets = newCowMap[bucket.State]()
 	f.windows = newCowMap[bucket.Window]()
 	f.records = newCowMap[ClientRecord]()
+	f.recordsFloor = math.MaxInt64
 	f.audit = nil
 	forgot := func(o uint64) { f.forget(o, f.highWater) }
 	f.ids = newIDMemory(f.opts.DedupWindow, forgot)
@@ -564,37 +570,12 @@ func (f *FSM) applySetTier(s SetTier) *SetTierResult {
 	}
 	if s.Tier == "" {
 		f.tiers.delete(s.Client)
+		if r, ok := f.records.get(s.Client); ok {
+			f.recordsFloor = min(f.recordsFloor, r.newestAct())
+		}
 	} else {
 		f.tiers.set(s.Client, s.Tier)
 		f.mapBytes += tierBytes(s.Tier)
 	}
 	return &SetTierResult{Previous: prev}
-}
-
-func (f *FSM) applyReclaim(r Reclaim) *ReclaimResult {
-	now := f.advance(r.Stamp)
-	res := &ReclaimResult{Dedup: f.ids.expire(now) + f.byOrigin.expire(now)}
-	f.pruneMarks(now)
-	f.pruneRecords(now)
-	// Each deletion depends only on its own bucket, so map order cannot
-	// change the outcome.
-	res.Buckets = f.buckets.deleteIf(func(client string, s bucket.State) bool {
-		assigned, _ := f.tiers.get(client)
-		_, p := f.config.Resolve(assigned)
-		full := bucket.IsFull(p, s, now)
-		if full {
-			f.mapBytes -= bucketBytes(client)
-		}
-		return full
-	})
-	res.Buckets += f.windows.deleteIf(func(client string, w bucket.Window) bool {
-		assigned, _ := f.tiers.get(client)
-		_, p := f.config.Resolve(assigned)
-		empty := bucket.WindowEmpty(p, w, now)
-		if empty {
-			f.mapBytes -= bucketBytes(client) + bucket.WindowBytes(w)
-		}
-		return empty
-	})
-	return res
 }

@@ -155,6 +155,15 @@ func (m *idMemory) expire(now int64) int {
 	return n
 }
 
+// expired reports whether expire(now) would forget anything.
+func (m *idMemory) expired(now int64) bool {
+	if m.count == 0 {
+		return false
+	}
+	r, _ := decodeIDRecord(m.chunks[0].b[m.head:])
+	return r.decision.Stamp < now-m.window
+}
+
 // dropOldest forgets the oldest record and returns its decision.
 func (m *idMemory) dropOldest() Decision {
 	c := &m.chunks[0]

@@ -349,6 +349,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			f.mapBytes += recordBytes(client, r)
 		}
 	}
+	f.floorRecords()
 	f.audit = s.audit
 	for _, e := range s.audit {
 		f.mapBytes += auditBytes(e)

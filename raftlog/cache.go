@@ -10,7 +10,7 @@ import (
 const DefaultLogCacheBytes = 4 << 20
 
 // logOverhead is what a cached entry costs beside its data: the raft.Log
-// struct and the cache's pointer to it.
+// struct.
 const logOverhead = 128
 
 // Cache keeps a group's most recent log entries in memory, up to a number
@@ -19,14 +19,19 @@ const logOverhead = 128
 // reads should not touch the disk. raft's own LogCache counts entries, and
 // an entry of a batch of decisions may hold megabytes, so 1,024 of them
 // per group could hold gigabytes; this one holds at most its size in
-// bytes, and no entry larger than that. It is safe for concurrent use.
+// bytes, and no entry larger than that. It keeps copies of the raft.Log
+// structs it is given, not the pointers: on a leader those point into the
+// entries' futures, which hold the FSM's answers (an allow entry's
+// decisions, several times its data), and a cache of them would keep every
+// answer alive beyond its size. It is safe for concurrent use.
 type Cache struct {
 	store raft.LogStore
 	max   int
 
 	mu    sync.Mutex
-	logs  []*raft.Log // consecutive indexes, oldest first
+	logs  []raft.Log // consecutive indexes, oldest first
 	bytes int
+	idle  bool // nothing stored since the last DropIfIdle
 }
 
 var _ raft.LogStore = (*Cache)(nil)
@@ -46,7 +51,7 @@ func logBytes(l *raft.Log) int { return len(l.Data) + len(l.Extensions) + logOve
 func (c *Cache) GetLog(index uint64, out *raft.Log) error {
 	c.mu.Lock()
 	if n := len(c.logs); n > 0 && index >= c.logs[0].Index && index <= c.logs[n-1].Index {
-		*out = *c.logs[index-c.logs[0].Index]
+		*out = c.logs[index-c.logs[0].Index]
 		c.mu.Unlock()
 		return nil
 	}
@@ -67,6 +72,7 @@ func (c *Cache) StoreLogs(logs []*raft.Log) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.idle = false
 	for _, l := range logs {
 		if n := len(c.logs); n > 0 && l.Index != c.logs[n-1].Index+1 {
 			c.clearLocked()
@@ -76,11 +82,11 @@ func (c *Cache) StoreLogs(logs []*raft.Log) error {
 			c.clearLocked()
 			continue
 		}
-		c.logs = append(c.logs, l)
+		c.logs = append(c.logs, *l)
 		c.bytes += size
 		for c.bytes > c.max {
-			c.bytes -= logBytes(c.logs[0])
-			c.logs[0] = nil
+			c.bytes -= logBytes(&c.logs[0])
+			c.logs[0] = raft.Log{}
 			c.logs = c.logs[1:]
 		}
 	}
@@ -98,6 +104,23 @@ func (c *Cache) FirstIndex() (uint64, error) { return c.store.FirstIndex() }
 
 // LastIndex is the store's.
 func (c *Cache) LastIndex() (uint64, error) { return c.store.LastIndex() }
+
+// DropIfIdle empties the cache if nothing was stored since it was last
+// called, and returns how many bytes it let go. Cached entries serve the
+// reads that follow their store; in a group that has gone quiet those are
+// done, and a follower that still needs an entry reads it from the store,
+// so an idle group's memory returns to what a fresh one holds.
+func (c *Cache) DropIfIdle() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.idle {
+		c.idle = true
+		return 0
+	}
+	n := c.bytes
+	c.clearLocked()
+	return n
+}
 
 // Bytes returns how many bytes the cache holds.
 func (c *Cache) Bytes() int {

@@ -2,7 +2,9 @@ package raftlog
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
@@ -48,4 +50,55 @@ func TestCacheIsBoundedInBytes(t *testing.T) {
 	last, err := c.LastIndex()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(103), last)
+}
+
+// future stands for raft's logFuture: the entry raft hands the log store
+// is a field of it, beside the FSM's answer.
+type future struct {
+	log      raft.Log
+	response []byte
+}
+
+// The cache keeps the entries it is given, not what they are part of: on a
+// leader raft passes pointers into the entries' futures, and the answers
+// they hold must be freed once the caller has them, while the entry stays
+// cached. (raft's in-memory store keeps the pointers it is given, so the
+// cache stands in front of the real one.)
+func TestCacheDoesNotKeepWhatEntriesArePartOf(t *testing.T) {
+	db, err := OpenShared(t.TempDir(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := db.Group("g")
+	require.NoError(t, err)
+	c := NewCache(store, 10_000)
+	f := &future{log: *cacheEntry(1, 100), response: make([]byte, 1<<20)}
+	gone := weak.Make(f)
+	require.NoError(t, c.StoreLogs([]*raft.Log{&f.log}))
+	f = nil
+	runtime.GC()
+	assert.True(t, gone.Value() == nil, "the future was freed")
+	var l raft.Log
+	require.NoError(t, c.GetLog(1, &l))
+	assert.Equal(t, cacheEntry(1, 100).Data, l.Data, "and its entry is still cached")
+	assert.Equal(t, 100+logOverhead, c.Bytes())
+}
+
+// A cache that stored nothing between two calls of DropIfIdle lets its
+// entries go, and they are still read from the store; one that stored
+// something keeps them.
+func TestCacheDropsWhenIdle(t *testing.T) {
+	c := NewCache(raft.NewInmemStore(), 10_000)
+	require.NoError(t, c.StoreLogs([]*raft.Log{cacheEntry(1, 100), cacheEntry(2, 100)}))
+	assert.Zero(t, c.DropIfIdle(), "entries were stored since the cache was made")
+	assert.Equal(t, 2*(100+logOverhead), c.Bytes())
+	require.NoError(t, c.StoreLogs([]*raft.Log{cacheEntry(3, 100)}))
+	assert.Zero(t, c.DropIfIdle(), "and since the last call")
+	assert.Equal(t, 3*(100+logOverhead), c.DropIfIdle(), "nothing since: all of it goes")
+	assert.Zero(t, c.Bytes())
+	var l raft.Log
+	require.NoError(t, c.GetLog(2, &l))
+	assert.Equal(t, cacheEntry(2, 100).Data, l.Data, "read from the store")
+	require.NoError(t, c.StoreLogs([]*raft.Log{cacheEntry(4, 100)}))
+	assert.Equal(t, 100+logOverhead, c.Bytes(), "the next entry starts it over")
+	assert.Zero(t, c.DropIfIdle())
 }

@@ -8,11 +8,11 @@
 # 5s) has forgotten every bucket. The live heap is read after a forced
 # collection (the debug listener's heap profile with gc=1, then the
 # runtime's /gc/heap/live:bytes) fresh, full and after reclaim.
-# Found with it (2026-12-03, not yet fixed): after reclaim the heap stays
+# Found with it (2026-12-03, fixed since): after reclaim the heap stayed
 # near its peak (3.5 -> 349 -> 302 MiB live), held by the origin memory of
-# requests without ids (65,536 a group, about 500 bytes each, 150 MiB in
-# dedupWindow.put): it expires by group time, which stands still in a group
-# that gets no more entries.
+# requests without ids, which a group with no buckets was never reclaimed
+# to forget; by the answers of the entries in the log cache, which kept
+# their futures; and by the log caches of idle groups.
 # Stops only the node it started, by PID.
 #   CLIENTS=1000000 scripts/clientmem.sh        (make client-memory)
 set -euo pipefail
@@ -43,6 +43,8 @@ live() {
     awk '{printf "%.0f\n", $1}'
 }
 buckets() { curl -fsS "${auth[@]}" "http://$HTTP/metrics" | awk '$1 ~ /^quorate_buckets/ {s += $2} END {printf "%.0f\n", s}'; }
+# remembered: decisions the groups still remember (by request id or origin).
+remembered() { curl -fsS "${auth[@]}" "http://$HTTP/metrics" | awk '$1 ~ /^quorate_requests_remembered/ {s += $2} END {printf "%.0f\n", s}'; }
 rss() { awk '/VmRSS/ {printf "%.0f\n", $2*1024}' "/proc/$pid/status"; }
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b/1048576}'; }
 
@@ -62,6 +64,21 @@ for _ in $(seq 1 180); do
 done
 left=$(buckets)
 [ "$left" = 0 ] || { echo "FAIL: $left buckets still held after 180 s"; exit 1; }
+# The origin memory lasts 10 s of group time past the last decision, so it
+# may outlive the buckets by one reclaim or two.
+for _ in $(seq 1 60); do
+  [ "$(remembered)" = 0 ] && break
+  sleep 1
+done
+still=$(remembered)
+[ "$still" = 0 ] || { echo "FAIL: $still decisions still remembered 60 s after the buckets went"; exit 1; }
+# Then each group's log cache goes at the first reclaim that finds nothing
+# stored since the one before (two or three RECLAIM intervals).
+for _ in $(seq 1 60); do
+  [ "$(live)" -le $((2 * fresh)) ] && break
+  sleep 1
+done
+[ -z "${HEAP_PROFILE:-}" ] || curl -fsS "${auth[@]}" -o "$HEAP_PROFILE" "http://$DEBUG/debug/pprof/heap?gc=1"
 after=$(live); after_rss=$(rss)
 echo
 echo "| clients | fresh node | with the clients (per bucket) | after every bucket was reclaimed | after ÷ fresh |"

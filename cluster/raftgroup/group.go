@@ -39,6 +39,7 @@ type Group struct {
 	Raft   *raft.Raft
 	Store  *raftlog.Store // the group's raft log and stable store
 	Batch  *Batcher       // nil for the meta group
+	logs   *raftlog.Cache // in front of Store
 	logger *slog.Logger
 	trans  raft.Transport
 
@@ -151,6 +152,7 @@ func Open(c Config) (*Group, error) {
 		FSM:     f,
 		Raft:    r,
 		Store:   store,
+		logs:    logs,
 		trans:   trans,
 		changed: make(chan struct{}),
 		stop:    make(chan struct{}),
@@ -160,6 +162,13 @@ func Open(c Config) (*Group, error) {
 	go g.watchLeadership(c.OnServing)
 	return g, nil
 }
+
+// DropIdleCache empties the group's log cache if no entry was stored since
+// the last call (raftlog.Cache.DropIfIdle) and returns the bytes freed.
+func (g *Group) DropIdleCache() int { return g.logs.DropIfIdle() }
+
+// CacheBytes returns what the group's log cache holds.
+func (g *Group) CacheBytes() int { return g.logs.Bytes() }
 
 // watchLeadership keeps serving in step with raft's leadership: on winning
 // an election it applies a barrier first, so that reads and decisions start
