@@ -38,7 +38,7 @@ func CheckSnapshot(data []byte) (SnapshotInfo, error) {
 		ClusterVersion: s.clusterVersion,
 		ConfigVersion:  s.config.Version,
 		Clients:        len(s.buckets[0]) + len(s.windowMap()),
-		Assignments:    len(s.tiers[0]),
+		Assignments:    s.tiers.len(),
 		RequestIDs:     s.idCount(),
 	}, nil
 }

@@ -48,7 +48,7 @@ type snapshot struct {
 	applied   uint64
 	highWater int64
 	config    bucket.Config
-	tiers     frozenMap[string]
+	tiers     frozenTiers
 	buckets   frozenMap[bucket.State]
 	windows   frozenMap[bucket.Window]
 	records   frozenMap[ClientRecord]
@@ -329,7 +329,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.highWater = s.highWater
 	f.config = s.config
 	f.version.Store(s.config.Version)
-	f.tiers = cowMapOf(s.tiers[0])
 	f.buckets = cowMapOf(s.buckets[0])
 	for client := range s.buckets[0] {
 		f.mapBytes += bucketBytes(client)
@@ -340,9 +339,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			f.mapBytes += bucketBytes(client) + bucket.WindowBytes(w)
 		}
 	}
-	for _, tier := range s.tiers[0] {
-		f.mapBytes += tierBytes(tier)
-	}
+	s.tiers.each(func(client, tier string) {
+		f.tiers.set(client, tier)
+		f.mapBytes += tierBytes(client)
+	})
 	if len(s.records) > 0 {
 		f.records = cowMapOf(s.records[0])
 		for client, r := range s.records[0] {
@@ -370,10 +370,10 @@ func decodeSnapshot(data []byte) (*snapshot, error) {
 	s := &snapshot{applied: r.Uvarint(), highWater: r.Varint(), config: r.config(version >= 3)}
 	n := r.Count(2)
 	tiers := make(map[string]string, n)
-	s.tiers = frozenMap[string]{tiers}
 	for i := uint64(0); i < n && r.Err == nil; i++ {
 		tiers[r.Str(MaxClientLen)] = r.Str(bucket.MaxTierNameLen)
 	}
+	s.tiers = frozenTiersOf(tiers)
 	n = r.Count(4)
 	buckets := make(map[string]bucket.State, n)
 	s.buckets = frozenMap[bucket.State]{buckets}
@@ -468,10 +468,14 @@ func (s *snapshot) validate() error {
 	if err := Validate(InstallConfig{Config: s.config}); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	for client, tier := range s.tiers[0] {
-		if err := Validate(SetTier{Client: client, Tier: tier}); err != nil || tier == "" {
-			return fmt.Errorf("tier assignment %q -> %q: invalid", client, tier)
+	var bad error
+	s.tiers.each(func(client, tier string) {
+		if err := Validate(SetTier{Client: client, Tier: tier}); bad == nil && (err != nil || tier == "") {
+			bad = fmt.Errorf("tier assignment %q -> %q: invalid", client, tier)
 		}
+	})
+	if bad != nil {
+		return bad
 	}
 	for client, st := range s.buckets[0] {
 		switch {
@@ -532,7 +536,7 @@ func (s *snapshot) validate() error {
 
 // policyOf is the policy client resolves to in the decoded snapshot.
 func (s *snapshot) policyOf(client string) bucket.Policy {
-	_, p := s.config.Resolve(s.tiers[0][client])
+	_, p := s.config.Resolve(s.tiers.get(client))
 	return p
 }
 

@@ -24,7 +24,7 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 			applied:   10,
 			highWater: 5_000,
 			config:    cfg,
-			tiers:     frozenMap[string]{{"alice": "free"}},
+			tiers:     frozenTiersOf(map[string]string{"alice": "free"}),
 			buckets:   frozenMap[bucket.State]{{"alice": {Tokens: 3 * bucket.Scale, Carry: 7, Last: 4_000}}},
 			idRecords: []idRecord{
 				named("alice", "r1", Decision{Decision: bucket.Decision{Allowed: true}, Tier: "free", Stamp: 3_000}),
@@ -56,7 +56,9 @@ func TestRestoreRefusesImpossibleValues(t *testing.T) {
 		"origin entry after group": func(s *snapshot) { s.byOrigin[0].decision.Stamp = 6_000 },
 		"mark after the group":     func(s *snapshot) { s.marks[7] = originMark{seq: 3, at: 6_000} },
 		"invalid default":          func(s *snapshot) { s.config.Default = bucket.Policy{Capacity: 0, Rate: 1} },
-		"over-long tier name":      func(s *snapshot) { s.tiers[0]["alice"] = strings.Repeat("t", bucket.MaxTierNameLen+1) },
+		"over-long tier name": func(s *snapshot) {
+			s.tiers = frozenTiersOf(map[string]string{"alice": strings.Repeat("t", bucket.MaxTierNameLen+1)})
+		},
 		"rate above any policy": func(s *snapshot) {
 			s.clusterVersion = ClusterVersionOriginsAlways // format 3, which holds rates
 			s.idRecords[0].decision.Rate, s.idRecords[0].decision.RateKnown = bucket.MaxRate+1, true
