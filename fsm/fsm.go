@@ -156,7 +156,7 @@ type FSM struct {
 	windows *cowMap[bucket.Window]
 	// records and audit are the audit trail (audit.go): operator actions
 	// per client, and the last configuration changes, oldest first.
-	records *cowMap[ClientRecord]
+	records *recordMap
 	// recordsFloor is at most the newest act of every record of a client
 	// without a tier assignment: none can be pruned before RecordRetention
 	// past it (see Reclaimable).
@@ -235,7 +235,7 @@ func (f *FSM) reset() {
 	f.tiers = newTierMap()
 	f.buckets = newCowMap[bucket.State]()
 	f.windows = newCowMap[bucket.Window]()
-	f.records = newCowMap[ClientRecord]()
+	f.records = newRecordMap()
 	f.recordsFloor = math.MaxInt64
 	f.audit = nil
 	forgot := func(o uint64) { f.forget(o, f.highWater) }

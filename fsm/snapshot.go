@@ -51,7 +51,7 @@ type snapshot struct {
 	tiers     frozenTiers
 	buckets   frozenMap[bucket.State]
 	windows   frozenMap[bucket.Window]
-	records   frozenMap[ClientRecord]
+	records   frozenRecords
 	audit     []AuditEntry
 	hold      *snapshotHold // nil for a decoded snapshot
 	ids       []idChunk     // by request id: a view of the FSM's records
@@ -343,12 +343,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.tiers.set(client, tier)
 		f.mapBytes += tierBytes(client)
 	})
-	if len(s.records) > 0 {
-		f.records = cowMapOf(s.records[0])
-		for client, r := range s.records[0] {
-			f.mapBytes += recordBytes(client, r)
-		}
-	}
+	s.records.each(func(client string, r ClientRecord) {
+		f.records.set(client, r)
+		f.mapBytes += recordBytes(client)
+	})
 	f.floorRecords()
 	f.audit = s.audit
 	for _, e := range s.audit {

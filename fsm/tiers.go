@@ -14,11 +14,11 @@ import (
 // client has pays for the name as well, as it did before.
 type tierMap struct {
 	ids   *cowMap[uint32]
-	names tierNames
+	names internTable
 }
 
 func newTierMap() *tierMap {
-	return &tierMap{ids: newCowMap[uint32](), names: tierNames{byName: map[string]uint32{}}}
+	return &tierMap{ids: newCowMap[uint32](), names: newInternTable()}
 }
 
 func (m *tierMap) len() int { return m.ids.len() }
@@ -57,10 +57,11 @@ func (m *tierMap) freeze(h *snapshotHold) frozenTiers {
 	return frozenTiers{ids: m.ids.freeze(h), names: slices.Clone(m.names.names)}
 }
 
-// tierNames interns tier names, counting the clients assigned to each.
-// Ids are handed out in apply order, so replicas agree on them, though
-// nothing outside the tierMap ever sees one.
-type tierNames struct {
+// internTable interns the strings a map of clients holds many copies of
+// (tier names, actors), counting the uses of each. Ids are handed out in
+// apply order, so replicas agree on them, though nothing outside the
+// table's map ever sees one.
+type internTable struct {
 	byName map[string]uint32
 	names  []string // by id; "" for a free id
 	refs   []uint32 // by id
@@ -68,7 +69,9 @@ type tierNames struct {
 	peak   int // the most names held since byName was built
 }
 
-func (t *tierNames) acquire(name string) uint32 {
+func newInternTable() internTable { return internTable{byName: map[string]uint32{}} }
+
+func (t *internTable) acquire(name string) uint32 {
 	if id, ok := t.byName[name]; ok {
 		t.refs[id]++
 		return id
@@ -86,7 +89,7 @@ func (t *tierNames) acquire(name string) uint32 {
 	return id
 }
 
-func (t *tierNames) release(id uint32) {
+func (t *internTable) release(id uint32) {
 	if t.refs[id]--; t.refs[id] > 0 {
 		return
 	}
@@ -113,7 +116,7 @@ type frozenTiers struct {
 
 // frozenTiersOf builds the frozenTiers of a decoded snapshot, in one part.
 func frozenTiersOf(m map[string]string) frozenTiers {
-	names := tierNames{byName: map[string]uint32{}}
+	names := newInternTable()
 	ids := make(map[string]uint32, len(m))
 	for client, tier := range m {
 		ids[client] = names.acquire(tier)

@@ -86,3 +86,57 @@ func TestTierNamesShrink(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "t9995", tier)
 }
+
+// recordMap against a plain map, as for tierMap: records set, replaced
+// and pruned keep their strings exactly, the strings are kept only while a
+// record holds them, and a snapshot reads the records of its moment.
+func TestRecordMapAgreesWithAModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	m, model := newRecordMap(), map[string]ClientRecord{}
+	var frozen frozenRecords
+	var atFreeze map[string]ClientRecord
+	actors := []string{"ops", "deploy", Anonymous, ""}
+	for step := range 20_000 {
+		client := fmt.Sprintf("c%d", rng.IntN(300))
+		switch op := rng.IntN(10); {
+		case op < 7:
+			r := model[client]
+			if rng.IntN(2) == 0 {
+				r.Assigned = Act{At: int64(step), By: actors[rng.IntN(len(actors))]}
+				r.AssignedTier = fmt.Sprintf("t%d", rng.IntN(6))
+			} else {
+				r.Reset = Act{At: int64(step), By: fmt.Sprintf("bot%d", rng.IntN(50))}
+			}
+			m.set(client, r)
+			model[client] = r
+		default:
+			cut := int64(step - 2_000)
+			m.deleteIf(func(_ string, r ClientRecord) bool { return r.newestAct() < cut })
+			for c, r := range model {
+				if r.newestAct() < cut {
+					delete(model, c)
+				}
+			}
+		}
+		if step == 10_000 {
+			frozen = m.freeze(&snapshotHold{})
+			atFreeze = map[string]ClientRecord{}
+			for k, v := range model {
+				atFreeze[k] = v
+			}
+		}
+	}
+	require.Equal(t, len(model), m.len())
+	used := map[string]bool{}
+	for client, r := range model {
+		got, ok := m.get(client)
+		assert.True(t, ok, client)
+		assert.Equal(t, r, got, client)
+		used[r.Assigned.By], used[r.AssignedTier], used[r.Reset.By] = true, true, true
+	}
+	assert.Len(t, m.names.byName, len(used), "a string is kept only while a record holds it")
+	got := map[string]ClientRecord{}
+	frozen.each(func(client string, r ClientRecord) { got[client] = r })
+	assert.Equal(t, atFreeze, got, "the snapshot reads the records of its moment")
+	assert.Len(t, frozen.sorted(), len(atFreeze))
+}
