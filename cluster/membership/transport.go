@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
@@ -113,12 +114,19 @@ func (t *boundedTransport) Stats() StreamStats {
 }
 
 // boundedConn is an admitted stream: it reads at most MaxStreamBytes (its
-// place in the caps is given back when it is closed).
+// place in the caps is given back when it is closed). An encrypted stream
+// says how long it is in its first five bytes (memberlist's encryptMsg
+// type and a 4-byte length): one that announces more than the limit ends
+// there, before memberlist reads any of it.
 type boundedConn struct {
 	*connlimit.Conn
 	left      int
 	truncated *atomic.Uint64
+	head      []byte // the stream's first bytes, until there are five
 }
+
+// encryptMsg is memberlist's message type of an encrypted stream.
+const encryptMsg = 10
 
 func (c *boundedConn) Read(p []byte) (int, error) {
 	if c.left <= 0 {
@@ -130,5 +138,11 @@ func (c *boundedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.left -= n
+	if len(c.head) < 5 {
+		c.head = append(c.head, p[:min(n, 5-len(c.head))]...)
+		if len(c.head) == 5 && c.head[0] == encryptMsg && binary.BigEndian.Uint32(c.head[1:]) > MaxStreamBytes {
+			c.left = 0 // the next read ends the stream
+		}
+	}
 	return n, err
 }

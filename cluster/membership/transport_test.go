@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -91,6 +94,32 @@ func TestGossipPortBoundsStreamsBeforeTheKey(t *testing.T) {
 	assert.Positive(t, st.Truncated, "no stream was cut at MaxStreamBytes")
 	assert.Equal(t, Alive, stateOf(a, "b"), "gossip between the members went on")
 	assert.Equal(t, Alive, stateOf(b, "a"))
+}
+
+// A stream that announces more than MaxStreamBytes in its header is cut
+// before memberlist reads what follows it: of 1 MiB sent, the node takes
+// at most one read's worth.
+func TestGossipPortCutsStreamsAnnouncingTooMuch(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	a, err := New(Config{NodeID: "a", RaftAddr: "a:raft", HTTPAddr: "a:http", GossipAddr: "127.0.0.1:0",
+		Groups: 2, Keys: [][]byte{key}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer a.Shutdown()
+	c, err := net.Dial("tcp", a.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	header := binary.BigEndian.AppendUint32([]byte{10}, MaxStreamBytes+1) // memberlist's encryptMsg
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Write(header)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.StreamStats().Truncated == 1 }, 5*time.Second, 5*time.Millisecond,
+		"cut at its header: %+v", a.StreamStats())
+	// The node closes it (after memberlist's error answer): the read ends
+	// well before the deadline.
+	_, err = io.Copy(io.Discard, c)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the node closed the stream: %v", err)
+	assert.Equal(t, uint64(1), a.StreamStats().Truncated)
 }
 
 // One address never holds more than MaxStreamsPerIP streams.

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -82,12 +84,49 @@ func TestIdleHoldsConnectionsAndReopensClosedOnes(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	r, err := idle(ctx, ln.Addr().String(), netip.MustParseAddr("127.0.0.1"), 2, 20)
+	r, err := hold(ctx, ln.Addr().String(), netip.MustParseAddr("127.0.0.1"), 2, 20, holdIdle)
 	require.NoError(t, err)
 	assert.Equal(t, int64(20), r.Held, "all 20 held at once")
 	assert.Positive(t, r.Closed, "the server closed idle ones")
 	assert.Greater(t, r.Dials, int64(20), "and they were opened again")
 	assert.GreaterOrEqual(t, served.Load(), r.Dials-r.DialErrors-20, "each sent its GET /healthz")
+}
+
+// The gossip attack announces 20 MiB on each connection and sends 2 MiB of
+// it; a listener that reads a little and closes sees the header on every
+// connection, and the attacker opens closed ones again.
+func TestGossipStreamsAnnounceAndReopen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var headers atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 5)
+				if _, err := io.ReadFull(c, buf); err == nil && bytes.Equal(buf, streamHeader) {
+					headers.Add(1)
+				}
+				_, _ = io.CopyN(io.Discard, c, 64<<10) // a bounded read, then close
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := hold(ctx, ln.Addr().String(), netip.MustParseAddr("127.0.0.1"), 2, 10, holdStream)
+	require.NoError(t, err)
+	assert.Greater(t, r.Dials, int64(10), "closed connections were opened again")
+	assert.Positive(t, r.Closed)
+	// The 10 open when the attack ended may have been cut before their
+	// header; every earlier one carried it.
+	require.Eventually(t, func() bool { return headers.Load() >= r.Dials-10 }, 5*time.Second, 10*time.Millisecond,
+		"%d headers in %d connections", headers.Load(), r.Dials)
+	assert.Equal(t, uint32(20<<20), binary.BigEndian.Uint32(streamHeader[1:]), "each announces 20 MiB")
 }
 
 func TestFloodRefusesTargetsOffLoopback(t *testing.T) {

