@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
@@ -102,7 +103,7 @@ func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
 func (m *nodeMetrics) refused(err error) {
 	switch {
 	case errors.Is(err, ErrOutcomeUnknown):
-	case isMemoryRefusal(err):
+	case memlimit.IsRefusal(err):
 		m.refusals.WithLabelValues("memory").Inc()
 	case errors.Is(err, ErrOverloaded):
 		m.refusals.WithLabelValues("overloaded").Inc()
@@ -129,9 +130,9 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.Syncs()))
-	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(n.diskFree.Load()))
+	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(n.disk.Free()))
 	low := 0.0
-	if n.diskLow.Load() {
+	if n.disk.Low() {
 		low = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
@@ -141,10 +142,10 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)
-	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.memoryEstimate()))
-	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(n.opts.MaxMemory))
+	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.mem.Estimate()))
+	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(n.mem.Max()))
 	shed := 0.0
-	if n.memShed.Load() {
+	if n.mem.Shedding() {
 		shed = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.memShed, prometheus.GaugeValue, shed)

@@ -29,8 +29,10 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/reach"
@@ -67,28 +69,16 @@ type Node struct {
 	serverSets sync.Map
 
 	leaving    atomic.Bool
-	placements atomic.Uint64 // placement rounds run, for tests
-	pending    atomic.Int64  // decisions callers of Allow wait for
-	// diskFree and diskLow are the data dir's free space and whether it is
-	// below the reserve, as checkDisk last saw them.
-	diskFree atomic.Int64
-	diskLow  atomic.Bool
+	placements atomic.Uint64    // placement rounds run, for tests
+	pending    atomic.Int64     // decisions callers of Allow wait for
+	disk       *diskguard.Guard // the data dir's free space
 	// clock and clockSkew: what this node knows of its clock (a
 	// clockState), and the offset of the clocks it is judged against from
 	// its own, as checkClocks last saw them.
 	clock     atomic.Int32
 	clockSkew atomic.Int64
-	clockCh   chan struct{} // check the clock now
-	// memAtGC is the live heap the last collection found and the replicas'
-	// state size then (see memoryEstimate); memShed whether the node
-	// refused new state at checkMemory's last run (for its log).
-	memAtGC atomic.Pointer[heapAtGC]
-	memShed atomic.Bool
-	// memMu guards what checkMemory keeps between runs: when it last
-	// collected, and the collection count it last saw.
-	memMu     sync.Mutex
-	memGC     time.Time
-	memCycles uint64
+	clockCh   chan struct{}    // check the clock now
+	mem       *memlimit.Budget // the memory budget (Options.MaxMemory)
 
 	fwd *forward.Pool // one batching forwarder per leader address
 
@@ -171,6 +161,8 @@ func newNode(opts Options) (*Node, error) {
 	if opts.MaxClockOffset < 0 {
 		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
 	}
+	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
+	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
 	n.metrics = newNodeMetrics(n)
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
@@ -319,10 +311,10 @@ func (n *Node) start() error {
 	}
 	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas,
 		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
-	n.checkDisk()
-	n.every(diskCheckInterval, nil, n.checkDisk)
-	n.checkMemory()
-	n.every(memoryCheckInterval, nil, n.checkMemory)
+	n.disk.Check()
+	n.every(diskguard.CheckInterval, nil, n.disk.Check)
+	n.mem.Check()
+	n.every(memlimit.CheckInterval, nil, n.mem.Check)
 	n.runClockChecks()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
@@ -386,6 +378,17 @@ func (n *Node) GossipAddr() string {
 		return ""
 	}
 	return n.members.Addr()
+}
+
+// stateBytes is what the state of this node's replicas costs, as their
+// FSMs estimate it (fsm.FSM.StateBytes): what the memory budget follows
+// between collections.
+func (n *Node) stateBytes() int64 {
+	var b int64
+	for _, g := range n.allGroups() {
+		b += g.FSM.StateBytes()
+	}
+	return b
 }
 
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the

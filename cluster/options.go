@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
@@ -86,7 +87,7 @@ type Options struct {
 	// MaxMemory is this node's memory budget in bytes: near it, the node
 	// refuses new clients and request ids (ErrOverloaded) and serves the
 	// clients it holds (memlimit.Default if zero; negative: no budget).
-	// See memory.go.
+	// See memlimit.Budget.
 	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
 	// peers' before it stops deciding and leading (DefaultMaxClockOffset if
@@ -123,7 +124,7 @@ type Options struct {
 	// fsm.Options.RequestIDMax (zero: the default).
 	requestIDMax int
 	// readHeap, set only by this package's tests, replaces the runtime's
-	// heap readings of checkMemory.
+	// heap readings of the memory budget (memlimit.NewBudget).
 	readHeap func() (live, objects, cycles uint64)
 }
 
@@ -148,6 +149,9 @@ const (
 	DefaultReplicas          = 3
 	DefaultDeadAfter         = 30 * time.Second
 	DefaultPlacementInterval = time.Second
+	// DefaultMinFreeDisk is the free space a node keeps in its data dir's
+	// file system (see diskguard.Guard).
+	DefaultMinFreeDisk = diskguard.DefaultMinFree
 )
 
 // LoopbackRaftTimings suit nodes on one machine (tests, a local cluster):

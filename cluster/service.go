@@ -150,17 +150,17 @@ func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *resolver) ([]f
 // look each client's up. Entries in flight are not counted, so the budget
 // may be passed by what they create.
 func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
-	if err := n.diskErr(); err != nil {
+	if err := n.disk.Err(); err != nil {
 		return err
 	}
-	var rg groupReplica
+	known := func(client string) bool { return n.groupFor(client).FSM.Known(client) }
 	if g != nil { // only a leader stamps: the node a call reached may forward it
 		if err := n.clockErr(); err != nil {
 			return err
 		}
-		rg = g.FSM
+		known = g.FSM.Known
 	}
-	if err := n.memoryErr(rg, reqs); err != nil {
+	if err := n.mem.Err(reqs, known); err != nil {
 		return err
 	}
 	if n.opts.MaxClients < 0 {
@@ -357,7 +357,7 @@ func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client, actor
 // Ready returns nil when every group has a known leader and the node has
 // disk to spare.
 func (n *Node) Ready(ctx context.Context) error {
-	if err := n.diskErr(); err != nil {
+	if err := n.disk.Err(); err != nil {
 		return err
 	}
 	switch n.clockState() {
