@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,9 +135,9 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 		low = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
-	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, time.Duration(n.clockSkew.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, n.clockGuard.Skew().Seconds())
 	clockOff := 0.0
-	if n.clockState() != clockInBounds {
+	if n.clockGuard.State() != clock.InBounds {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)

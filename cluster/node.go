@@ -72,13 +72,8 @@ type Node struct {
 	placements atomic.Uint64    // placement rounds run, for tests
 	pending    atomic.Int64     // decisions callers of Allow wait for
 	disk       *diskguard.Guard // the data dir's free space
-	// clock and clockSkew: what this node knows of its clock (a
-	// clockState), and the offset of the clocks it is judged against from
-	// its own, as checkClocks last saw them.
-	clock     atomic.Int32
-	clockSkew atomic.Int64
-	clockCh   chan struct{}    // check the clock now
-	mem       *memlimit.Budget // the memory budget (Options.MaxMemory)
+	clockGuard *clock.Guard     // the verdict on this node's clock
+	mem        *memlimit.Budget // the memory budget (Options.MaxMemory)
 
 	fwd *forward.Pool // one batching forwarder per leader address
 
@@ -152,15 +147,12 @@ func newNode(opts Options) (*Node, error) {
 		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
-		clockCh:     make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
-	if opts.MaxClockOffset < 0 {
-		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
-	}
+	n.clockGuard = n.newClockGuard()
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
@@ -285,9 +277,9 @@ func (n *Node) start() error {
 	n.members, err = membership.New(membership.Config{
 		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
 		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
-		ClockOff: n.clockState() != clockInBounds,
+		ClockOff: n.clockGuard.State() != clock.InBounds,
 		Version:  version.Binary, MaxClusterVersion: n.maxClusterVersion(),
-		OnChange: func() { kick(n.placementCh); kick(n.proveCh); kick(n.clockCh) },
+		OnChange: func() { kick(n.placementCh); kick(n.proveCh); n.clockGuard.Kick() },
 	})
 	if err != nil {
 		return err
@@ -315,7 +307,8 @@ func (n *Node) start() error {
 	n.every(diskguard.CheckInterval, nil, n.disk.Check)
 	n.mem.Check()
 	n.every(memlimit.CheckInterval, nil, n.mem.Check)
-	n.runClockChecks()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.clockGuard.Run(n.stop) }()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
 	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)

@@ -91,7 +91,7 @@ type Options struct {
 	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
 	// peers' before it stops deciding and leading (DefaultMaxClockOffset if
-	// zero; negative: no check). See checkClocks.
+	// zero; negative: no check). See clock.Guard.
 	MaxClockOffset time.Duration
 	// MinFreeDisk is the free space, in bytes, the node keeps in its data
 	// dir's file system: below it, new decisions are refused with

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -46,7 +47,7 @@ func (p *placer) place() {
 		Now:       time.Now(),
 		Members:   n.trustedMembers(),
 
-		SelfClockOff: n.clockState() != clockInBounds,
+		SelfClockOff: n.clockGuard.State() != clock.InBounds,
 	}
 	var ids []string
 	for _, g := range n.allGroups() {

@@ -360,12 +360,8 @@ func (n *Node) Ready(ctx context.Context) error {
 	if err := n.disk.Err(); err != nil {
 		return err
 	}
-	switch n.clockState() {
-	case clockUnchecked:
-		return fmt.Errorf("%w: %w: not yet compared with its peers'", ErrUnavailable, errClockOff)
-	case clockOff:
-		return fmt.Errorf("%w: %w: %v from the clocks it is judged against, at most %v", ErrUnavailable, errClockOff,
-			-time.Duration(n.clockSkew.Load()), n.opts.MaxClockOffset/2)
+	if err := n.clockGuard.NotReady(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)
