@@ -33,6 +33,7 @@ import (
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/memlimit"
+	"github.com/quorate/quorate/cluster/metrics"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/reach"
@@ -53,7 +54,7 @@ type Node struct {
 	raftAddr string // advertised raft (and RPC) address
 	meta     *raftgroup.Group
 	groups   []*raftgroup.Group
-	metrics  *nodeMetrics
+	metrics  *metrics.Collector
 	mux      *raftmux.Mux
 	net      *raftnet.Net // every group's raft traffic, one connection per peer
 	rpcSrv   *http.Server
@@ -156,7 +157,20 @@ func newNode(opts Options) (*Node, error) {
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
-	n.metrics = newNodeMetrics(n)
+	n.metrics = metrics.New(metrics.Source{
+		Groups: func() []*raftgroup.Group {
+			if n.meta == nil {
+				return nil
+			}
+			return n.allGroups()
+		},
+		Status: groupStatus,
+		Syncs:  func() uint64 { return n.logs.Syncs() },
+		Clock:  opts.Clock,
+		Guard:  n.clockGuard,
+		Disk:   n.disk,
+		Memory: n.mem,
+	})
 	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
 	if opts.TLS != nil {
 		n.proofs = membership.NewProofs()
@@ -268,7 +282,7 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
+		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.ObserveBatch, n.triggerReconcile,
 			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
@@ -298,7 +312,7 @@ func (n *Node) start() error {
 	} else if err := n.joinWithRetry(20); err != nil {
 		return err
 	}
-	if err := n.metrics.register(opts.Registerer); err != nil {
+	if err := n.metrics.Register(opts.Registerer, n.mux, n.net); err != nil {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
 	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas,

@@ -38,13 +38,13 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	k := int64(len(reqs))
 	if p := n.pending.Add(k); p > int64(n.opts.MaxPending) && p > k {
 		n.pending.Add(-k)
-		n.metrics.refused(ErrOverloaded)
+		n.metrics.Refused(ErrOverloaded)
 		return nil, fmt.Errorf("%w: %d decisions pending on this node", ErrOverloaded, p-k)
 	}
 	ds, err := n.allow(ctx, reqs)
 	n.pending.Add(-k)
 	if err != nil {
-		n.metrics.refused(err)
+		n.metrics.Refused(err)
 	}
 	return ds, err
 }
