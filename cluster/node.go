@@ -36,6 +36,7 @@ import (
 	"github.com/quorate/quorate/cluster/metrics"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
@@ -60,7 +61,7 @@ type Node struct {
 	rpcSrv   *http.Server
 	rpc      *peerrpc.Client
 	origins  *originSource
-	rpcLn    *streamLayer       // the "rpc" layer, dialled to prove peers
+	rpcLn    *raftport.Layer    // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
@@ -143,7 +144,7 @@ func newNode(opts Options) (*Node, error) {
 	n := &Node{
 		opts:        opts,
 		logger:      opts.Logger.With("node", opts.NodeID),
-		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
+		raftAddr:    raftport.Advertised(opts.RaftAddr, ln.Addr()),
 		origins:     newOriginSource(),
 		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
@@ -171,7 +172,7 @@ func newNode(opts Options) (*Node, error) {
 		Disk:   n.disk,
 		Memory: n.mem,
 	})
-	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
+	n.mux = raftmux.New(ln, raftport.MuxOptions(opts.Groups, opts.TLS, n.logger))
 	if opts.TLS != nil {
 		n.proofs = membership.NewProofs()
 	}
@@ -182,18 +183,14 @@ func newNode(opts Options) (*Node, error) {
 	return n, nil
 }
 
-// raftLayer is the raft port's stream name for every group's raft traffic
-// (transport/raftnet).
-const raftLayer = "raft"
-
 func (n *Node) start() error {
 	opts := n.opts
-	layer := func(name string) (*streamLayer, error) {
+	layer := func(name string) (*raftport.Layer, error) {
 		l, err := n.mux.Layer(name)
 		if err != nil {
 			return nil, err
 		}
-		return &streamLayer{Layer: l, self: n.raftAddr, addr: advertisedAddr(n.raftAddr), partition: opts.partition}, nil
+		return raftport.NewLayer(l, n.raftAddr, opts.partition), nil
 	}
 	rpcLn, err := layer(peerrpc.LayerName)
 	if err != nil {
@@ -207,7 +204,7 @@ func (n *Node) start() error {
 	}}}
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
-	netLn, err := layer(raftLayer)
+	netLn, err := layer(raftport.RaftLayer)
 	if err != nil {
 		return err
 	}
@@ -365,15 +362,6 @@ func closeStores(stores map[string]*raftlog.Store) {
 	for _, st := range stores {
 		_ = st.Close()
 	}
-}
-
-// advertised is the address peers use: the configured one, or the bound
-// one when the configured port was 0.
-func advertised(configured string, bound net.Addr) string {
-	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
-		return configured
-	}
-	return bound.String()
 }
 
 // RaftAddr returns the address peers reach this node's raft and RPC at.

@@ -13,6 +13,7 @@ import (
 	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 )
@@ -127,6 +128,10 @@ type Options struct {
 	// heap readings of the memory budget (memlimit.NewBudget).
 	readHeap func() (live, objects, cycles uint64)
 }
+
+// Partition is a table of cut links between nodes, for tests that
+// partition an in-process cluster (see raftport.Partition).
+type Partition = raftport.Partition
 
 // RaftTimings are the raft timeouts every group uses (raftgroup.Timings).
 type RaftTimings = raftgroup.Timings

@@ -21,6 +21,7 @@ import (
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -83,7 +84,7 @@ func attacker(t *testing.T, mt *raftmux.TLS, layer string) *raftmux.Layer {
 // transfer so that the leader does not ignore it.
 func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 	t.Helper()
-	l := attacker(t, mt, raftLayer)
+	l := attacker(t, mt, raftport.RaftLayer)
 	rn := raftnet.New(l, raft.ServerAddress(l.Addr().String()), raftnet.Options{Timeout: 2 * time.Second})
 	defer rn.Close()
 	trans, err := rn.Transport(raftgroup.MetaGroupID)
