@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -115,20 +114,10 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // window, the most recently heard first, and returns the last error if
 // none takes it.
 func (n *Node) handOverElsewhere(g *raftgroup.Group, why error) error {
-	servers, ok := n.servers(g)
+	live, ok := n.reach.LiveVoters(g)
 	if !ok {
 		return why
 	}
-	since := n.reach.Now().Add(-n.reach.Window())
-	var live []raft.Server
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.opts.NodeID && n.reach.Last(string(s.Address)).After(since) {
-			live = append(live, s)
-		}
-	}
-	slices.SortFunc(live, func(a, b raft.Server) int {
-		return n.reach.Last(string(b.Address)).Compare(n.reach.Last(string(a.Address)))
-	})
 	err := why
 	for _, s := range live {
 		if err = g.Raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err == nil {

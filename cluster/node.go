@@ -65,10 +65,7 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
-	reach    *reach.Tracker // when each peer last answered (see cutOff)
-	// serverSets caches each group's raft configuration (*serverSet, see
-	// servers) for the reach judgments on the decision path.
-	serverSets sync.Map
+	reach    *reach.Judge // when each peer last answered, and whether a group's quorum is in reach
 
 	leaving    atomic.Bool
 	placements atomic.Uint64    // placement rounds run, for tests
@@ -146,7 +143,6 @@ func newNode(opts Options) (*Node, error) {
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    raftport.Advertised(opts.RaftAddr, ln.Addr()),
 		origins:     newOriginSource(),
-		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
@@ -154,6 +150,7 @@ func newNode(opts Options) (*Node, error) {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
+	n.reach = reach.NewJudge(time.Now, opts.NodeID, opts.Raft, n.allGroups)
 	n.clockGuard = n.newClockGuard()
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)

@@ -40,7 +40,7 @@ func (n *Node) leaderOf(g *raftgroup.Group) (self bool, addr string) {
 // atLeader runs local if this node serves g, or remote with the leader's
 // address otherwise, retrying while the answer is errNotLeader (nothing was
 // appended) until ctx is done. With no leader known it waits for one, unless
-// this node is cut off from a majority of g's voters (cutOff): then no
+// this node is cut off from a majority of g's voters (reach.Judge.CutOff): then no
 // leader it can reach is coming, and it answers ErrUnavailable at once
 // (nothing was decided) so that the caller tries another node. It neither
 // proposes as a leader whose lease has lapsed nor forwards to a leader it
@@ -52,11 +52,11 @@ func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() er
 		self, addr := n.leaderOf(g)
 		var err error
 		switch {
-		case self && n.leaseLapsed(g):
+		case self && n.reach.LeaseLapsed(g):
 			err = fmt.Errorf("%w: group %s: leads, but has not heard from a majority within the lease", errNotLeader, g.ID)
 		case self:
 			err = local()
-		case addr != "" && n.leaderSilent(g, addr):
+		case addr != "" && n.reach.LeaderSilent(g, addr):
 			err = fmt.Errorf("%w: group %s: its leader %s has been silent for a heartbeat timeout", errNotLeader, g.ID, addr)
 		case addr != "":
 			err = remote(addr)
@@ -66,7 +66,7 @@ func (n *Node) atLeader(ctx context.Context, g *raftgroup.Group, local func() er
 		if err == nil || !errors.Is(err, errNotLeader) {
 			return err
 		}
-		if cut := n.cutOff(g); cut != nil {
+		if cut := n.reach.CutOff(g); cut != nil {
 			return fmt.Errorf("%w (last: %v)", cut, err)
 		}
 		select {
