@@ -34,6 +34,7 @@ import (
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/metrics"
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/raftport"
@@ -60,7 +61,7 @@ type Node struct {
 	net      *raftnet.Net // every group's raft traffic, one connection per peer
 	rpcSrv   *http.Server
 	rpc      *peerrpc.Client
-	origins  *originSource
+	origins  *origin.Source
 	rpcLn    *raftport.Layer    // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
@@ -142,7 +143,7 @@ func newNode(opts Options) (*Node, error) {
 		opts:        opts,
 		logger:      opts.Logger.With("node", opts.NodeID),
 		raftAddr:    raftport.Advertised(opts.RaftAddr, ln.Addr()),
-		origins:     newOriginSource(),
+		origins:     origin.NewSource(),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/fsm"
 )
@@ -36,7 +37,9 @@ func (n *Node) rpcHandler() http.Handler {
 		p, err := n.auditLocal(ctx, req.Since, req.Limit)
 		return peerrpc.ToWireAuditPage(p), err
 	})
-	peerrpc.Handle(mux, "/internal/epoch", n.serveEpoch)
+	peerrpc.Handle(mux, "/internal/epoch", func(ctx context.Context, _ struct{}) (uint32, error) {
+		return origin.ServeEpoch(ctx, n.meta)
+	})
 	peerrpc.HandleStream(mux, "/internal/snapshot", n.serveSnapshot)
 	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
 		if err := n.meta.VerifyRead(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
@@ -125,22 +126,22 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 
 // allowGroup decides reqs, all of group g, at g's leader. Each request gets
 // an origin, so that when its outcome is lost in a failover the node learns
-// it by retrying instead of answering "unknown" (see resolver).
+// it by retrying instead of answering "unknown" (see origin.Resolver).
 func (n *Node) allowGroup(ctx context.Context, g *raftgroup.Group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
-	return n.decide(ctx, g, &resolver{ctx: ctx, reqs: n.withOrigins(reqs)})
+	return n.decide(ctx, g, origin.NewResolver(ctx, n.origins.With(reqs)))
 }
 
 // decide proposes r's requests at g's leader until they are decided or r
 // gives up.
-func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *resolver) ([]fsm.Decision, error) {
+func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *origin.Resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
 	err := n.atLeader(ctx, g,
-		func() (err error) { ds, err = g.Batch.Submit(ctx, r.reqs); return r.check(err) },
+		func() (err error) { ds, err = g.Batch.Submit(ctx, r.Requests()); return r.Check(err) },
 		func(addr string) (err error) {
-			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.reqs})
-			return r.check(err)
+			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.Requests()})
+			return r.Check(err)
 		})
-	return r.finish(ds, err)
+	return r.Finish(ds, err)
 }
 
 // admit refuses reqs, deciding nothing, while the node is low on disk,

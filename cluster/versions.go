@@ -160,55 +160,19 @@ func (n *Node) maxClusterVersion() uint32 {
 }
 
 // allocateEpoch asks the meta group for an origin epoch of this process's
-// own, once the cluster version allows it, until it has one: this node's
-// meta replica proposes it when it leads, else the meta leader does
-// (/internal/epoch). It runs with reconcile.
+// own (origin.Source.Allocate), its leader over /internal/epoch when this
+// node does not lead it. It runs with reconcile.
 func (n *Node) allocateEpoch() {
-	if _, ok := n.origins.current(); ok || n.ClusterVersion() < fsm.ClusterVersionOriginsAlways {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var e uint32
-	if n.meta.Serving() {
-		res, err := n.meta.ApplyLocal(ctx, fsm.AllocateEpoch{})
-		if err != nil {
-			return
-		}
-		r, ok := res.(*fsm.EpochResult)
-		if !ok {
-			return
-		}
-		e = r.Epoch
-	} else {
+	e, ok := n.origins.Allocate(n.ClusterVersion(), n.meta, func(ctx context.Context) (uint32, error) {
 		self, addr := n.leaderOf(n.meta)
 		if self || addr == "" {
-			return
+			return 0, fmt.Errorf("%w: no meta leader to ask for an epoch", errNotLeader)
 		}
-		var err error
-		if e, err = peerrpc.Call[uint32](ctx, n.rpc, addr, "/internal/epoch", struct{}{}); err != nil || e == 0 || e >= fsm.RandomEpochBase {
-			return
-		}
+		return peerrpc.Call[uint32](ctx, n.rpc, addr, "/internal/epoch", struct{}{})
+	})
+	if ok {
+		n.logger.Debug("origin epoch allocated", "epoch", e)
 	}
-	n.origins.setEpoch(e)
-	n.logger.Debug("origin epoch allocated", "epoch", e)
-}
-
-// serveEpoch is /internal/epoch: the meta leader allocates an origin epoch
-// for the asking node's process.
-func (n *Node) serveEpoch(ctx context.Context, _ struct{}) (uint32, error) {
-	if n.meta.FSM.ClusterVersion() < fsm.ClusterVersionOriginsAlways {
-		return 0, fmt.Errorf("%w: the cluster version does not allocate origin epochs yet", errNotLeader)
-	}
-	res, err := n.meta.ApplyLocal(ctx, fsm.AllocateEpoch{})
-	if err != nil {
-		return 0, err
-	}
-	r, ok := res.(*fsm.EpochResult)
-	if !ok {
-		return 0, fmt.Errorf("cluster: allocate epoch: unexpected result %T", res)
-	}
-	return r.Epoch, nil
 }
 
 // memberRuns reports whether member id's binary can run cluster version v.

@@ -101,7 +101,7 @@ func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
 	epochs := func() []uint32 {
 		var out []uint32
 		for _, n := range tc.live() {
-			e, ok := n.origins.current()
+			e, ok := n.origins.Current()
 			if !ok {
 				return nil
 			}
@@ -118,8 +118,8 @@ func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
 	}
 	tc.stop(1)
 	tc.start(1)
-	require.Eventually(t, func() bool { _, ok := tc.nodes[1].origins.current(); return ok }, 20*time.Second, 10*time.Millisecond)
-	e, _ := tc.nodes[1].origins.current()
+	require.Eventually(t, func() bool { _, ok := tc.nodes[1].origins.Current(); return ok }, 20*time.Second, 10*time.Millisecond)
+	e, _ := tc.nodes[1].origins.Current()
 	assert.False(t, seen[e], "the restarted process got a new epoch, not %d again", e)
 	d := allowOne(t, tc.nodes[1], "a", 1)
 	assert.Equal(t, e, uint32(d.Origin>>40), "its decisions carry it")
