@@ -39,6 +39,7 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
+	"github.com/quorate/quorate/cluster/versions"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
@@ -62,6 +63,7 @@ type Node struct {
 	rpcSrv   *http.Server
 	rpc      *peerrpc.Client
 	origins  *origin.Source
+	versions *versions.Gate     // the cluster version: what every member runs, raising it
 	rpcLn    *raftport.Layer    // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
@@ -151,6 +153,7 @@ func newNode(opts Options) (*Node, error) {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
+	n.versions = n.newVersionGate()
 	n.reach = reach.NewJudge(time.Now, opts.NodeID, opts.Raft, n.allGroups)
 	n.clockGuard = n.newClockGuard()
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
@@ -417,11 +420,11 @@ func (n *Node) onServingMeta(g *raftgroup.Group) {
 		// A --config file with the policies of cluster version 2 needs the
 		// meta group there first, which every member of a new cluster of
 		// this release supports.
-		if v, by := n.supportedClusterVersion(); v < fsm.ClusterVersionPolicies {
+		if v, by := n.versions.Supported(); v < fsm.ClusterVersionPolicies {
 			n.logger.Error("the configuration uses policies a member cannot run; not seeded", "member", by, "cluster_version", v)
 			return
 		}
-		n.applyClusterVersion(g, fsm.ClusterVersionPolicies, "the cluster version moved up to seed the configuration")
+		n.versions.Apply(g, fsm.ClusterVersionPolicies, "the cluster version moved up to seed the configuration")
 		if g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
 			return // retried at the next election, as a failed seed is
 		}
@@ -451,7 +454,7 @@ func (n *Node) configHint() {
 // holds no replica, has none yet, or was told of a newer one.
 func (n *Node) wantedConfig() bucket.Config {
 	want := n.meta.FSM.Config()
-	if n.askMeta.Swap(false) || want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
+	if n.askMeta.Swap(false) || want.Version == 0 || !n.meta.IsVoter(n.opts.NodeID) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
@@ -461,19 +464,6 @@ func (n *Node) wantedConfig() bucket.Config {
 		}
 	}
 	return want
-}
-
-func isVoter(g *raftgroup.Group, id string) bool {
-	f := g.Raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id && s.Suffrage == raft.Voter {
-			return true
-		}
-	}
-	return false
 }
 
 // every runs fn in its own goroutine every interval and whenever trigger
@@ -499,10 +489,10 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 // reconcile brings every data group this node leads up to the meta
 // group's configuration version, by proposing the whole configuration into
 // the group's own log, after raising the cluster version where this node
-// may (raiseClusterVersion). A group that cannot be reached now is retried
+// may (versions.Gate.Raise). A group that cannot be reached now is retried
 // on the next trigger or tick.
 func (n *Node) reconcile() {
-	n.raiseClusterVersion()
+	n.versions.Raise()
 	n.allocateEpoch()
 	var lagging []*raftgroup.Group
 	for _, g := range n.groups {
@@ -521,7 +511,7 @@ func (n *Node) reconcile() {
 		}
 		if want.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
 			// Its replicas may run a binary that cannot read the entry;
-			// raiseClusterVersion moves the group up first.
+			// the version gate moves the group up first.
 			n.logger.Debug("config reconcile waits for the group's cluster version", "group", g.ID, "version", want.Version)
 			continue
 		}

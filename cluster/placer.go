@@ -11,19 +11,8 @@ import (
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/versions"
 )
-
-// voterIDs returns the voters of a raft configuration, sorted.
-func voterIDs(c raft.Configuration) []string {
-	var ids []string
-	for _, s := range c.Servers {
-		if s.Suffrage == raft.Voter {
-			ids = append(ids, string(s.ID))
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
 
 // placer reconciles, for every group this node leads, the voters with
 // membership and the leader with the group's preferred leader. Its place
@@ -68,7 +57,7 @@ func (n *Node) placeGroup(g *raftgroup.Group, v membership.PlacementView, lastTr
 	if f.Error() != nil {
 		return
 	}
-	voters := voterIDs(f.Configuration())
+	voters := raftgroup.VoterIDs(f.Configuration())
 	var step membership.PlacementStep
 	if n.leaving.Load() {
 		// Leaving: hand leadership to any other live voter.
@@ -85,7 +74,7 @@ func (n *Node) placeGroup(g *raftgroup.Group, v membership.PlacementView, lastTr
 	switch {
 	case step.Refused != "":
 		n.logger.Warn("not removing voter: the group would lose its live majority", "group", g.ID, "voter", step.Refused, "voters", voters)
-	case step.Add != "" && !memberRuns(v.Members[step.Add], max(g.FSM.ClusterVersion(), n.ClusterVersion())):
+	case step.Add != "" && !versions.MemberRuns(v.Members[step.Add], max(g.FSM.ClusterVersion(), n.ClusterVersion())):
 		n.logger.Warn("not adding voter: its binary cannot run the cluster version; upgrade it", "group", g.ID, "voter", step.Add,
 			"cluster_version", max(g.FSM.ClusterVersion(), n.ClusterVersion()), "its_max", v.Members[step.Add].Meta.MaxClusterVersion, "its_version", v.Members[step.Add].Meta.Version)
 	case step.Add != "":

@@ -193,7 +193,7 @@ func (tc *testCluster) requireVoters(want ...string) {
 	for _, n := range tc.live() {
 		for _, g := range n.allGroups() {
 			if g.Serving() {
-				assert.Equal(tc.t, want, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
+				assert.Equal(tc.t, want, raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
 			}
 		}
 	}
@@ -310,7 +310,7 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, n := range tc.live() {
 			for _, g := range n.allGroups() {
-				if g.Serving() && slices.Contains(voterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
+				if g.Serving() && slices.Contains(raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
 					return false
 				}
 			}

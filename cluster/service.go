@@ -441,7 +441,7 @@ func groupStatus(g *raftgroup.Group) peerrpc.WireGroupStatus {
 		gs.LastContact = g.Raft.LastContact()
 	}
 	if f := g.Raft.GetConfiguration(); f.Error() == nil {
-		gs.Voters = voterIDs(f.Configuration())
+		gs.Voters = raftgroup.VoterIDs(f.Configuration())
 	}
 	slices.Sort(gs.Voters)
 	return gs

@@ -11,6 +11,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -39,7 +40,7 @@ func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
 	tc.waitStable(3)
 	for range 3 {
 		for _, n := range tc.live() {
-			n.raiseClusterVersion()
+			n.versions.Raise()
 		}
 	}
 	assert.Equal(t, map[uint32]int{fsm.BaseClusterVersion: 3 * (tc.groups + 1)}, tc.clusterVersions(), "n3 runs only the base version")
@@ -87,7 +88,7 @@ func TestPlacementAddsNoVoterThatCannotRunTheClusterVersion(t *testing.T) {
 	before := tc.nodes[0].placements.Load()
 	require.Eventually(t, func() bool { return tc.nodes[0].placements.Load() >= before+5 }, 10*time.Second, 10*time.Millisecond)
 	for _, g := range tc.nodes[0].allGroups() {
-		assert.Equal(t, []string{"n1"}, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
+		assert.Equal(t, []string{"n1"}, raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
 	}
 	assert.Zero(t, old.groups[0].FSM.AppliedIndex(), "n2 never received a log")
 }

@@ -1,0 +1,34 @@
+package raftgroup
+
+import (
+	"slices"
+
+	"github.com/hashicorp/raft"
+)
+
+// VoterIDs returns the voters of a raft configuration, sorted.
+func VoterIDs(c raft.Configuration) []string {
+	var ids []string
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			ids = append(ids, string(s.ID))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// IsVoter reports whether node id is a voter of g as its raft
+// configuration stands (false if it cannot be read).
+func (g *Group) IsVoter(id string) bool {
+	f := g.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id && s.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
+}
