@@ -36,6 +36,7 @@ import (
 	"github.com/quorate/quorate/cluster/metrics"
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/placer"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
@@ -71,7 +72,7 @@ type Node struct {
 	reach    *reach.Judge // when each peer last answered, and whether a group's quorum is in reach
 
 	leaving    atomic.Bool
-	placements atomic.Uint64    // placement rounds run, for tests
+	placer     *placer.Placer
 	pending    atomic.Int64     // decisions callers of Allow wait for
 	disk       *diskguard.Guard // the data dir's free space
 	clockGuard *clock.Guard     // the verdict on this node's clock
@@ -154,6 +155,15 @@ func newNode(opts Options) (*Node, error) {
 		done:        make(chan struct{}),
 	}
 	n.versions = n.newVersionGate()
+	n.placer = placer.New(placer.Config{
+		Self: opts.NodeID, SelfAddr: n.raftAddr, Replicas: opts.Replicas, DeadAfter: opts.DeadAfter,
+		Members:        n.trustedMembers,
+		Groups:         n.allGroups,
+		ClockOff:       func() bool { return n.clockGuard.State() != clock.InBounds },
+		Leaving:        n.leaving.Load,
+		ClusterVersion: n.ClusterVersion,
+		Logger:         n.logger,
+	})
 	n.reach = reach.NewJudge(time.Now, opts.NodeID, opts.Raft, n.allGroups)
 	n.clockGuard = n.newClockGuard()
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
@@ -323,7 +333,7 @@ func (n *Node) start() error {
 	go func() { defer n.wg.Done(); n.clockGuard.Run(n.stop) }()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
-	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
+	n.every(opts.PlacementInterval, n.placementCh, n.placer.Place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
 	n.every(forward.IdlePeriod, nil, n.fwd.RetireIdle)

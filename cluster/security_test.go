@@ -173,12 +173,12 @@ func (tc *testCluster) placementRounds() {
 	tc.t.Helper()
 	start := map[*Node]uint64{}
 	for _, n := range tc.live() {
-		start[n] = n.placements.Load()
+		start[n] = n.placer.Rounds()
 		kick(n.placementCh)
 	}
 	require.Eventually(tc.t, func() bool {
 		for n, s := range start {
-			if n.placements.Load() < s+2 {
+			if n.placer.Rounds() < s+2 {
 				return false
 			}
 		}

@@ -85,8 +85,8 @@ func TestPlacementAddsNoVoterThatCannotRunTheClusterVersion(t *testing.T) {
 	tc.maxCV = map[int]uint32{1: fsm.BaseClusterVersion}
 	old := tc.addNode()
 	require.Eventually(t, func() bool { return tc.nodes[0].members.Snapshot()["n2"].Meta.RaftAddr != "" }, 10*time.Second, 10*time.Millisecond)
-	before := tc.nodes[0].placements.Load()
-	require.Eventually(t, func() bool { return tc.nodes[0].placements.Load() >= before+5 }, 10*time.Second, 10*time.Millisecond)
+	before := tc.nodes[0].placer.Rounds()
+	require.Eventually(t, func() bool { return tc.nodes[0].placer.Rounds() >= before+5 }, 10*time.Second, 10*time.Millisecond)
 	for _, g := range tc.nodes[0].allGroups() {
 		assert.Equal(t, []string{"n1"}, raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
 	}
