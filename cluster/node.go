@@ -27,8 +27,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/configsync"
 	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
@@ -64,6 +64,7 @@ type Node struct {
 	rpcSrv   *http.Server
 	rpc      *peerrpc.Client
 	origins  *origin.Source
+	configs  *configsync.Syncer // the data groups' configuration, in step with the meta group's
 	versions *versions.Gate     // the cluster version: what every member runs, raising it
 	rpcLn    *raftport.Layer    // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
@@ -80,7 +81,6 @@ type Node struct {
 
 	fwd *forward.Pool // one batching forwarder per leader address
 
-	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
 	placementCh chan struct{}
 	proveCh     chan struct{}
@@ -213,6 +213,7 @@ func (n *Node) start() error {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}}}
+	n.configs = n.newConfigSyncer()
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
 	netLn, err := layer(raftport.RaftLayer)
@@ -281,7 +282,7 @@ func (n *Node) start() error {
 		})
 	}
 	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onServingMeta); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.configs.OnServingMeta); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
@@ -419,63 +420,6 @@ func kick(ch chan struct{}) {
 
 func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
 
-// onServingMeta is the meta group's OnServing: it seeds a new cluster's
-// configuration.
-func (n *Node) onServingMeta(g *raftgroup.Group) {
-	if g.FSM.Config().Version != 0 {
-		n.triggerReconcile()
-		return
-	}
-	if n.opts.Initial.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-		// A --config file with the policies of cluster version 2 needs the
-		// meta group there first, which every member of a new cluster of
-		// this release supports.
-		if v, by := n.versions.Supported(); v < fsm.ClusterVersionPolicies {
-			n.logger.Error("the configuration uses policies a member cannot run; not seeded", "member", by, "cluster_version", v)
-			return
-		}
-		n.versions.Apply(g, fsm.ClusterVersionPolicies, "the cluster version moved up to seed the configuration")
-		if g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-			return // retried at the next election, as a failed seed is
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
-		n.logger.Error("seeding the configuration failed; it will be retried at the next election", "err", err)
-		return
-	}
-	n.logger.Info("configuration seeded", "version", n.opts.Initial.Version, "tiers", len(n.opts.Initial.Tiers))
-	n.triggerReconcile()
-}
-
-// configHint is what a configuration push does: the meta leader says a
-// newer configuration is committed, so reconcile now, asking the meta
-// group's leader for it rather than waiting for this node's replica. The
-// pushed content is never installed: whoever can reach the port could push
-// anything, and a data group installs only what the meta group committed.
-func (n *Node) configHint() {
-	n.askMeta.Store(true)
-	n.triggerReconcile()
-}
-
-// wantedConfig is the newest configuration this node knows to be committed
-// in the meta group: its own replica's, or the meta leader's when this node
-// holds no replica, has none yet, or was told of a newer one.
-func (n *Node) wantedConfig() bucket.Config {
-	want := n.meta.FSM.Config()
-	if n.askMeta.Swap(false) || want.Version == 0 || !n.meta.IsVoter(n.opts.NodeID) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
-			if w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
-				want = w.Config()
-			}
-		}
-	}
-	return want
-}
-
 // every runs fn in its own goroutine every interval and whenever trigger
 // fires (trigger may be nil), until the node stops.
 func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func()) {
@@ -496,46 +440,14 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 	}()
 }
 
-// reconcile brings every data group this node leads up to the meta
-// group's configuration version, by proposing the whole configuration into
-// the group's own log, after raising the cluster version where this node
-// may (versions.Gate.Raise). A group that cannot be reached now is retried
-// on the next trigger or tick.
+// reconcile raises the cluster version where this node may
+// (versions.Gate.Raise), gets an origin epoch once it may, and brings every
+// data group this node leads up to the meta group's configuration
+// (configsync.Syncer.Reconcile).
 func (n *Node) reconcile() {
 	n.versions.Raise()
 	n.allocateEpoch()
-	var lagging []*raftgroup.Group
-	for _, g := range n.groups {
-		if g.Serving() {
-			lagging = append(lagging, g)
-		}
-	}
-	if len(lagging) == 0 {
-		return
-	}
-	want := n.wantedConfig()
-	var wg sync.WaitGroup
-	for _, g := range lagging {
-		if g.FSM.Config().Version >= want.Version {
-			continue
-		}
-		if want.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-			// Its replicas may run a binary that cannot read the entry;
-			// the version gate moves the group up first.
-			n.logger.Debug("config reconcile waits for the group's cluster version", "group", g.ID, "version", want.Version)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
-				n.logger.Warn("config reconcile failed", "group", g.ID, "version", want.Version, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+	n.configs.Reconcile()
 }
 
 // reclaim asks every data group this node leads to forget buckets that

@@ -30,7 +30,7 @@ func (n *Node) rpcHandler() http.Handler {
 		if err != nil {
 			return peerrpc.WireConfigChange{}, err
 		}
-		cc, err := n.changeConfigLocal(ctx, op)
+		cc, err := n.configs.ChangeLocal(ctx, op)
 		return peerrpc.WireConfigChange(cc), err
 	})
 	peerrpc.Handle(mux, "/internal/audit", func(ctx context.Context, req peerrpc.WireAuditReq) (peerrpc.WireAuditPage, error) {
@@ -55,9 +55,9 @@ func (n *Node) rpcHandler() http.Handler {
 	})
 	// A hint from the meta leader that a new configuration is committed:
 	// reconcile now rather than at the next tick. The body says nothing (a
-	// configuration from older nodes, ignored): see configHint.
+	// configuration from older nodes, ignored): see configsync.Syncer.Hint.
 	peerrpc.Handle(mux, "/internal/install-config", func(_ context.Context, _ struct{}) (struct{}, error) {
-		n.configHint()
+		n.configs.Hint()
 		return struct{}{}, nil
 	})
 	peerrpc.Handle(mux, "/internal/whoami", n.whoami) // see peers.go
