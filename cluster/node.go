@@ -40,6 +40,7 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
+	"github.com/quorate/quorate/cluster/route"
 	"github.com/quorate/quorate/cluster/versions"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
@@ -70,7 +71,8 @@ type Node struct {
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
-	reach    *reach.Judge // when each peer last answered, and whether a group's quorum is in reach
+	router   *route.Router // where each group is served, and running a request there
+	reach    *reach.Judge  // when each peer last answered, and whether a group's quorum is in reach
 
 	leaving    atomic.Bool
 	placer     *placer.Placer
@@ -187,6 +189,7 @@ func newNode(opts Options) (*Node, error) {
 	if opts.TLS != nil {
 		n.proofs = membership.NewProofs()
 	}
+	n.router = n.newRouter()
 	if err := n.start(); err != nil {
 		_ = n.Close()
 		return nil, err
