@@ -231,7 +231,7 @@ func (n *Node) start() error {
 		Tick:   opts.Raft.HeartbeatTimeout / 3,
 		Logger: n.logger.With("component", "raftnet"),
 	})
-	n.net.Handle(allowMethod, n.serveForwarded)
+	n.net.Handle(forward.Method, n.serveForwarded)
 
 	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -188,51 +187,6 @@ func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
 		}
 	}
 	return nil
-}
-
-// checkItem refuses a forwarded item that names no group of this cluster or
-// carries a request for a client of another group: a peer's request is
-// checked like a caller's before anything is proposed.
-func (n *Node) checkItem(it peerrpc.AllowItem) error {
-	if it.Group < 0 || it.Group >= len(n.groups) {
-		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
-	}
-	for _, r := range it.Requests {
-		if g := GroupOf(r.Client, len(n.groups)); g != it.Group {
-			return fmt.Errorf("%w: client %q belongs to group %d, not %d", fsm.ErrInvalidCommand, r.Client, g, it.Group)
-		}
-	}
-	return nil
-}
-
-// allowLocalItems decides forwarded requests in groups this node serves.
-func (n *Node) allowLocalItems(ctx context.Context, items []peerrpc.AllowItem) peerrpc.AllowResp {
-	resp := peerrpc.AllowResp{Items: make([]peerrpc.AllowResult, len(items))}
-	var wg sync.WaitGroup
-	for i, it := range items {
-		if err := n.checkItem(it); err != nil {
-			resp.Items[i].Error = peerrpc.ToError(err)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := ctx
-			if it.Deadline != 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, time.Unix(0, it.Deadline))
-				defer cancel()
-			}
-			ds, err := n.groups[it.Group].Batch.Submit(ctx, it.Requests)
-			if err != nil {
-				resp.Items[i].Error = peerrpc.ToError(err)
-				return
-			}
-			resp.Items[i].Decisions = ds
-		}()
-	}
-	wg.Wait()
-	return resp
 }
 
 // Client returns client's state as of now, read from its group's leader
