@@ -7,16 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
-	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // Close stops the node without leaving the cluster (peers see it as failed
 // until it returns): its loops stop, then every group it leads is handed to
-// another voter (handOver) and stopped at once, queued requests failing
+// another voter (raftgroup.Group.HandOver) and stopped at once, queued requests failing
 // with ErrShuttingDown; stores are closed last. Acknowledged decisions are
 // already durable.
 func (n *Node) Close() error {
@@ -41,7 +38,7 @@ func (n *Node) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n.handOver(g)
+				g.HandOver(n.opts.NodeID, n.opts.Raft.ElectionTimeout, n.reach.LiveVoters, n.logger)
 				err := g.Close()
 				mu.Lock()
 				errs = append(errs, err)
@@ -66,71 +63,8 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
-// handOver transfers the leadership of g, if this node leads it, to
-// another voter (raft picks the most up-to-date one and tells it to stand
-// at once), and waits until this node sees the new leader, so that the
-// survivors lead within a round trip and an election instead of after a
-// heartbeat timeout without a leader. Entries in flight end as raft ends
-// them when it steps down (ErrLeadershipLost: ambiguous, resolved by the
-// caller's node); requests arriving meanwhile are refused as "not the
-// leader" and retried at the new one. It gives up after raft's own
-// transfer timeout (an election timeout) plus one more election timeout to
-// see the new leader.
-func (n *Node) handOver(g *raftgroup.Group) {
-	if g.Raft.State() != raft.Leader {
-		return
-	}
-	start := time.Now()
-	err := g.Raft.LeadershipTransfer().Error()
-	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		err = n.handOverElsewhere(g, err)
-	}
-	// A transfer already in progress (placement's) is waited for below.
-	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		n.logger.Warn("leadership hand-over failed; stopping anyway", "group", g.ID, "err", err)
-		return
-	}
-	wait := time.NewTimer(n.opts.Raft.ElectionTimeout)
-	defer wait.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
-			n.logger.Info("leadership handed over", "group", g.ID, "to", id, "took", time.Since(start).String())
-			return
-		}
-		select {
-		case <-wait.C:
-			n.logger.Warn("leadership handed over, but no new leader seen yet; stopping anyway", "group", g.ID)
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // Done is closed once the node has stopped (after Close or Leave).
 func (n *Node) Done() <-chan struct{} { return n.done }
-
-// handOverElsewhere transfers g's leadership after raft's own pick failed
-// (why): raft picks the most up-to-date voter whether it is running or not,
-// and in a rolling restart that is often the node stopped just before this
-// one. It tries g's other voters this node has heard from within the reach
-// window, the most recently heard first, and returns the last error if
-// none takes it.
-func (n *Node) handOverElsewhere(g *raftgroup.Group, why error) error {
-	live, ok := n.reach.LiveVoters(g)
-	if !ok {
-		return why
-	}
-	err := why
-	for _, s := range live {
-		if err = g.Raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err == nil {
-			n.logger.Info("leadership handed over to another voter after raft's pick failed", "group", g.ID, "to", s.ID, "first", why)
-			return nil
-		}
-	}
-	return err
-}
 
 // Leave removes this node from the cluster gracefully: it announces that it
 // is leaving, hands over the groups it leads, waits until the leaders have
