@@ -41,6 +41,7 @@ import (
 	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
 	"github.com/quorate/quorate/cluster/route"
+	"github.com/quorate/quorate/cluster/status"
 	"github.com/quorate/quorate/cluster/versions"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
@@ -178,7 +179,7 @@ func newNode(opts Options) (*Node, error) {
 			}
 			return n.allGroups()
 		},
-		Status: groupStatus,
+		Status: status.Group,
 		Syncs:  func() uint64 { return n.logs.Syncs() },
 		Clock:  opts.Clock,
 		Guard:  n.clockGuard,

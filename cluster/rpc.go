@@ -6,6 +6,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/status"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -65,7 +66,7 @@ func (n *Node) rpcHandler() http.Handler {
 		return n.opts.Clock.Now().UnixNano(), nil // the clock this node stamps with
 	})
 	peerrpc.Handle(mux, "/internal/groups", func(context.Context, struct{}) ([]peerrpc.WireGroupStatus, error) {
-		return n.localGroupStatus(), nil
+		return status.Groups(n.allGroups()), nil
 	})
 	return mux
 }

@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
@@ -16,6 +13,7 @@ import (
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/status"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/version"
 )
@@ -332,71 +330,10 @@ func (n *Node) Ready(ctx context.Context) error {
 
 // Status returns this node's view of the cluster, as GET /v1/cluster
 // answers it: every known node, and every group as this node's replica
-// sees it.
+// sees it (status.Cluster).
 func (n *Node) Status(ctx context.Context) (api.ClusterStatus, error) {
-	st := api.ClusterStatus{NodeID: n.opts.NodeID, ClusterVersion: n.ClusterVersion()}
-	st.Nodes = []api.NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
-		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}}
-	ms := n.trustedMembers() // unproven members show as such
-	for _, id := range membership.SortedIDs(ms, "") {
-		m := ms[id]
-		state := string(m.State)
-		if m.Meta.Leaving && m.State == membership.Alive {
-			state = string(membership.Leaving)
-		}
-		st.Nodes = append(st.Nodes, api.NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state,
-			Version: m.Meta.Version, MaxClusterVersion: max(m.Meta.MaxClusterVersion, fsm.BaseClusterVersion)})
-	}
-	for _, gs := range n.localGroupStatus() {
-		st.Groups = append(st.Groups, api.GroupStatus(gs))
-	}
-	for i, g := range n.allGroups() {
-		if st.Groups[i].Leader == "" {
-			if _, addr := n.leaderOf(g); addr != "" {
-				st.Groups[i].Leader = n.nodeAt(addr)
-			}
-		}
-	}
-	return st, nil
-}
-
-// nodeAt returns the id of the member whose raft address is addr.
-func (n *Node) nodeAt(addr string) string {
-	for id, m := range n.trustedMembers() {
-		if m.Meta.RaftAddr == addr {
-			return id
-		}
-	}
-	return addr
-}
-
-func (n *Node) localGroupStatus() []peerrpc.WireGroupStatus {
-	var out []peerrpc.WireGroupStatus
-	for _, g := range n.allGroups() {
-		out = append(out, groupStatus(g))
-	}
-	return out
-}
-
-// groupStatus is g as this node's replica sees it.
-func groupStatus(g *raftgroup.Group) peerrpc.WireGroupStatus {
-	_, leader := g.Raft.LeaderWithID()
-	gs := peerrpc.WireGroupStatus{
-		ID:            g.ID,
-		State:         g.Raft.State().String(),
-		Leader:        string(leader),
-		AppliedIndex:  g.Raft.AppliedIndex(),
-		CommitIndex:   g.Raft.CommitIndex(),
-		ConfigVersion: g.FSM.Config().Version,
-	}
-	stats := g.Raft.Stats()
-	fmt.Sscan(stats["term"], &gs.Term)
-	if g.Raft.State() != raft.Leader {
-		gs.LastContact = g.Raft.LastContact()
-	}
-	if f := g.Raft.GetConfiguration(); f.Error() == nil {
-		gs.Voters = raftgroup.VoterIDs(f.Configuration())
-	}
-	slices.Sort(gs.Voters)
-	return gs
+	self := api.NodeStatus{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
+		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}
+	// Unproven members show as such.
+	return status.Cluster(self, n.ClusterVersion(), n.trustedMembers, n.allGroups(), n.leaderOf), nil
 }
