@@ -30,6 +30,7 @@ import (
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/configsync"
 	"github.com/quorate/quorate/cluster/diskguard"
+	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/memlimit"
@@ -82,7 +83,8 @@ type Node struct {
 	clockGuard *clock.Guard     // the verdict on this node's clock
 	mem        *memlimit.Budget // the memory budget (Options.MaxMemory)
 
-	fwd *forward.Pool // one batching forwarder per leader address
+	fwd         *forward.Pool // one batching forwarder per leader address
+	decideGroup fanout.Decide // allowGroupAt
 
 	reconcileCh chan struct{}
 	placementCh chan struct{}
@@ -172,6 +174,7 @@ func newNode(opts Options) (*Node, error) {
 	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
+	n.decideGroup = n.allowGroupAt
 	n.metrics = metrics.New(metrics.Source{
 		Groups: func() []*raftgroup.Group {
 			if n.meta == nil {

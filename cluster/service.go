@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -53,59 +53,7 @@ func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	if err := n.admit(nil, reqs); err != nil {
 		return nil, err
 	}
-	if len(reqs) == 1 {
-		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
-	}
-	byGroup := map[int][]int{}
-	for i, r := range reqs {
-		g := GroupOf(r.Client, len(n.groups))
-		byGroup[g] = append(byGroup[g], i)
-	}
-	if len(byGroup) == 1 {
-		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
-	}
-	// Decide each group's part in parallel and put answers back in order.
-	out := make([]fsm.Decision, len(reqs))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		decided  bool // some group's part was decided
-	)
-	for gi, idx := range byGroup {
-		part := make([]fsm.AllowRequest, len(idx))
-		for j, i := range idx {
-			part[j] = reqs[i]
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ds, err := n.allowGroup(ctx, n.groups[gi], part)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil || errors.Is(err, ErrOutcomeUnknown) {
-					firstErr = err
-				}
-				return
-			}
-			decided = true
-			for j, i := range idx {
-				out[i] = ds[j]
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil && decided && !errors.Is(firstErr, ErrOutcomeUnknown) {
-		// The call fails, but not as "nothing was decided": other groups'
-		// parts were. Retrying the call with its request ids is how the
-		// caller learns them.
-		return nil, fmt.Errorf("%w: part of the batch was decided: %w", ErrOutcomeUnknown, firstErr)
-	}
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return out, nil
+	return fanout.ByGroup(ctx, reqs, len(n.groups), n.decideGroup)
 }
 
 // allowUnsafe decides on this node's replicas without raft: only in
@@ -119,6 +67,12 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 		out[i] = res.(*fsm.AllowResult).Decisions[0]
 	}
 	return out
+}
+
+// allowGroupAt is allowGroup of data group index group: the node's
+// fanout.Decide (n.decideGroup, made once so a call allocates no closure).
+func (n *Node) allowGroupAt(ctx context.Context, group int, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	return n.allowGroup(ctx, n.groups[group], reqs)
 }
 
 // allowGroup decides reqs, all of group g, at g's leader. Each request gets
