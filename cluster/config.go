@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clientops"
 	"github.com/quorate/quorate/cluster/configsync"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -26,9 +27,11 @@ func (n *Node) newConfigSyncer() *configsync.Syncer {
 		Members:  n.trustedMembers,
 		RPC:      n.rpc,
 		Versions: n.versions,
-		Audited:  n.audited,
-		Trigger:  n.triggerReconcile,
-		Logger:   n.logger,
+		Audited: func(g *raftgroup.Group, actor string) fsm.Audited {
+			return clientops.Audited(g, n.opts.Clock, actor)
+		},
+		Trigger: n.triggerReconcile,
+		Logger:  n.logger,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/quorate/quorate/cluster/clientops"
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/status"
@@ -14,17 +15,17 @@ import (
 func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
 	peerrpc.Handle(mux, "/internal/client", func(ctx context.Context, req peerrpc.ClientReq) (peerrpc.WireClientView, error) {
-		v, err := n.clientLocal(ctx, n.groupFor(req.Client), req.Client)
+		v, err := clientops.View(ctx, n.groupFor(req.Client), n.opts.Clock, req.Client)
 		return peerrpc.ToWireClientView(v), err
 	})
 	peerrpc.Handle(mux, "/internal/set-tier", func(ctx context.Context, req peerrpc.ClientReq) (struct{}, error) {
-		return struct{}{}, n.setTierLocal(ctx, n.groupFor(req.Client), req.Client, req.Tier, req.Actor)
+		return struct{}{}, clientops.SetTier(ctx, n.groupFor(req.Client), n.opts.Clock, req.Client, req.Tier, req.Actor)
 	})
 	peerrpc.Handle(mux, "/internal/reset-client", func(ctx context.Context, req peerrpc.ClientReq) (bool, error) {
 		if err := fsm.Validate(fsm.ResetClient{Client: req.Client}); err != nil {
 			return false, err
 		}
-		return n.resetLocal(ctx, n.groupFor(req.Client), req.Client, req.Actor)
+		return clientops.Reset(ctx, n.groupFor(req.Client), n.opts.Clock, req.Client, req.Actor)
 	})
 	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (peerrpc.WireConfigChange, error) {
 		op, err := w.Op()

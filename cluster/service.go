@@ -1,13 +1,13 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clientops"
 	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/origin"
@@ -147,20 +147,13 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 	g := n.groupFor(client)
 	var v fsm.ClientView
 	err := n.atLeader(ctx, g,
-		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
+		func() (err error) { v, err = clientops.View(ctx, g, n.opts.Clock, client); return err },
 		func(addr string) (err error) {
 			w, err := peerrpc.Call[peerrpc.WireClientView](ctx, n.rpc, addr, "/internal/client", peerrpc.ClientReq{Client: client})
 			v = w.View()
 			return readErr(err)
 		})
 	return v, err
-}
-
-func (n *Node) clientLocal(ctx context.Context, g *raftgroup.Group, client string) (fsm.ClientView, error) {
-	if err := g.VerifyRead(ctx); err != nil {
-		return fsm.ClientView{}, err
-	}
-	return g.FSM.View(client, n.opts.Clock.Now().UnixNano()), nil
 }
 
 // readErr lets atLeader retry a read whose answer was lost: a read changes
@@ -175,7 +168,7 @@ func readErr(err error) error {
 // SetClientTier assigns client to tier in the client's group; an empty tier
 // removes the assignment. The tier need not exist: until it does, the client
 // uses the default policy. actor is who asks, for the audit trail (see
-// audited).
+// clientops.Audited).
 func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) error {
 	if tier != "" {
 		if err := bucket.ValidateTierName(tier); err != nil {
@@ -187,33 +180,11 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) er
 	}
 	g := n.groupFor(client)
 	return n.atLeader(ctx, g,
-		func() error { return n.setTierLocal(ctx, g, client, tier, actor) },
+		func() error { return clientops.SetTier(ctx, g, n.opts.Clock, client, tier, actor) },
 		func(addr string) error {
 			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier, Actor: actor})
 			return err
 		})
-}
-
-// setTierLocal is SetClientTier on g's leader.
-func (n *Node) setTierLocal(ctx context.Context, g *raftgroup.Group, client, tier, actor string) error {
-	s := fsm.SetTier{Client: client, Tier: tier, Audited: n.audited(g, actor)}
-	if err := fsm.Validate(s); err != nil { // a peer's request is checked like a caller's
-		return err
-	}
-	_, err := g.ApplyLocal(ctx, s)
-	return err
-}
-
-// audited is who makes a change through g's leader, and when, as the
-// entry carries it: nothing below fsm.ClusterVersionAudit, whose entries
-// the release before must read; from it on, the actor (fsm.Anonymous if
-// none) and this leader's time. The time is only recorded: it moves no
-// group time, so a clock that is off cannot refill a bucket by it.
-func (n *Node) audited(g *raftgroup.Group, actor string) fsm.Audited {
-	if g.FSM.ClusterVersion() < fsm.ClusterVersionAudit {
-		return fsm.Audited{}
-	}
-	return fsm.Audited{Stamp: n.opts.Clock.Now().UnixNano(), Actor: cmp.Or(actor, fsm.Anonymous)}
 }
 
 // ResetClient forgets client's bucket in its group (fsm.ResetClient): its
@@ -231,34 +202,12 @@ func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, err
 	g := n.groupFor(client)
 	var existed bool
 	err := n.atLeader(ctx, g,
-		func() (err error) { existed, err = n.resetLocal(ctx, g, client, actor); return err },
+		func() (err error) { existed, err = clientops.Reset(ctx, g, n.opts.Clock, client, actor); return err },
 		func(addr string) (err error) {
 			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client, Actor: actor})
 			return err
 		})
 	return existed, err
-}
-
-// resetLocal is ResetClient on g's leader, which checks the cluster
-// version again on its own replica: the leader proposes only what every
-// replica of the group can apply.
-func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client, actor string) (bool, error) {
-	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionPolicies {
-		return false, fmt.Errorf("%w: group %s is at cluster version %d", ErrClusterVersion, g.ID, v)
-	}
-	r := fsm.ResetClient{Client: client, Audited: n.audited(g, actor)}
-	if err := fsm.Validate(r); err != nil {
-		return false, err
-	}
-	res, err := g.ApplyLocal(ctx, r)
-	if err != nil {
-		return false, err
-	}
-	out, ok := res.(*fsm.ResetResult)
-	if !ok {
-		return false, fmt.Errorf("group %s: unexpected apply result %T", g.ID, res)
-	}
-	return out.Existed, nil
 }
 
 // Ready returns nil when every group has a known leader and the node has
