@@ -126,7 +126,7 @@ func TestMemoryBudgetShedsNewState(t *testing.T) {
 	// The leader checks too: a call forwarded to it, or one that reached
 	// the batcher another way, is refused there.
 	g := n.groupFor("new2")
-	assert.ErrorIs(t, n.admit(g, []fsm.AllowRequest{{Client: "new2", Cost: 1}}), ErrOverloaded)
+	assert.ErrorIs(t, n.admission.Admit(g, []fsm.AllowRequest{{Client: "new2", Cost: 1}}), ErrOverloaded)
 
 	live.Store(50 << 20)
 	n.mem.Check()

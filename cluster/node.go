@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/admission"
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/configsync"
 	"github.com/quorate/quorate/cluster/diskguard"
@@ -82,6 +83,7 @@ type Node struct {
 	disk       *diskguard.Guard // the data dir's free space
 	clockGuard *clock.Guard     // the verdict on this node's clock
 	mem        *memlimit.Budget // the memory budget (Options.MaxMemory)
+	admission  *admission.Gate  // whether the node takes a call
 
 	fwd         *forward.Pool // one batching forwarder per leader address
 	decideGroup fanout.Decide // allowGroupAt
@@ -175,6 +177,11 @@ func newNode(opts Options) (*Node, error) {
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
 	n.decideGroup = n.allowGroupAt
+	n.admission = &admission.Gate{
+		Disk: n.disk, Memory: n.mem, ClockErr: n.clockErr, MaxClients: opts.MaxClients,
+		Groups:  func() []*raftgroup.Group { return n.groups },
+		Pending: n.pending.Load,
+	}
 	n.metrics = metrics.New(metrics.Source{
 		Groups: func() []*raftgroup.Group {
 			if n.meta == nil {
@@ -299,7 +306,7 @@ func (n *Node) start() error {
 			return err
 		}
 		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.ObserveBatch, n.triggerReconcile,
-			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
+			func(reqs []fsm.AllowRequest) error { return n.admission.Admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()

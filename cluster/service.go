@@ -50,7 +50,7 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	// Checked here, on this node's replicas, so that a call is refused as
 	// a whole; each group's leader checks again.
-	if err := n.admit(nil, reqs); err != nil {
+	if err := n.admission.Admit(nil, reqs); err != nil {
 		return nil, err
 	}
 	return fanout.ByGroup(ctx, reqs, len(n.groups), n.decideGroup)
@@ -93,52 +93,6 @@ func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *origin.Resolve
 			return r.Check(err)
 		})
 	return r.Finish(ds, err)
-}
-
-// admit refuses reqs, deciding nothing, while the node is low on disk,
-// while its clock is off (only where it would stamp them: g is set on a
-// group's leader), or if one would create a bucket while the node holds its
-// budget of them (Options.MaxClients). g is the requests' group, or nil to
-// look each client's up. Entries in flight are not counted, so the budget
-// may be passed by what they create.
-func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
-	if err := n.disk.Err(); err != nil {
-		return err
-	}
-	known := func(client string) bool { return n.groupFor(client).FSM.Known(client) }
-	if g != nil { // only a leader stamps: the node a call reached may forward it
-		if err := n.clockErr(); err != nil {
-			return err
-		}
-		known = g.FSM.Known
-	}
-	if err := n.mem.Err(reqs, known); err != nil {
-		return err
-	}
-	if n.opts.MaxClients < 0 {
-		return nil
-	}
-	total := 0
-	for _, gg := range n.groups {
-		total += gg.FSM.Buckets()
-	}
-	// Decisions in flight may each create a bucket once applied: counted,
-	// so that concurrent calls of new clients cannot overshoot the limit
-	// together (each new bucket is pending or held, and sometimes both for
-	// a moment, which only refuses early).
-	if total+int(max(n.pending.Load(), 0)) <= n.opts.MaxClients {
-		return nil
-	}
-	for _, r := range reqs {
-		rg := g
-		if rg == nil {
-			rg = n.groupFor(r.Client)
-		}
-		if !rg.FSM.Known(r.Client) {
-			return fmt.Errorf("%w: this node holds %d of at most %d, and %q is new", ErrTooManyClients, total, n.opts.MaxClients, r.Client)
-		}
-	}
-	return nil
 }
 
 // Client returns client's state as of now, read from its group's leader
