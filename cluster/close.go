@@ -3,12 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/quorate/quorate/cluster/membership"
-	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/placer"
 )
 
 // Close stops the node without leaving the cluster (peers see it as failed
@@ -74,17 +72,12 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.leaving.Store(true)
 	n.members.SetLeaving()
 	kick(n.placementCh)
-	for {
-		if n.removedEverywhere(ctx) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			n.logger.Warn("leave: still a voter of some groups; closing anyway", "err", ctx.Err())
-			return errors.Join(ctx.Err(), n.closeAfterLeave())
-		case <-time.After(100 * time.Millisecond):
-			kick(n.placementCh)
-		}
+	removed := func(ctx context.Context) bool {
+		return placer.RemovedEverywhere(ctx, n.opts.NodeID, n.members.Snapshot(), n.allGroups(), n.leaderOf, n.rpc)
+	}
+	if err := placer.WaitRemoved(ctx, removed, func() { kick(n.placementCh) }); err != nil {
+		n.logger.Warn("leave: still a voter of some groups; closing anyway", "err", err)
+		return errors.Join(err, n.closeAfterLeave())
 	}
 	return n.closeAfterLeave()
 }
@@ -94,39 +87,4 @@ func (n *Node) closeAfterLeave() error {
 		n.logger.Warn("gossip leave", "err", err)
 	}
 	return n.Close()
-}
-
-// removedEverywhere reports whether no group's leader still counts this
-// node as a voter. A group with no other live node cannot drop it.
-func (n *Node) removedEverywhere(ctx context.Context) bool {
-	alive := 0
-	for _, m := range n.members.Snapshot() {
-		if m.State == membership.Alive && !m.Meta.Leaving {
-			alive++
-		}
-	}
-	if alive == 0 {
-		return true // the last node: nobody to hand over to
-	}
-	for _, g := range n.allGroups() {
-		self, addr := n.leaderOf(g)
-		if self {
-			return false // still leading: the transfer has not happened yet
-		}
-		if addr == "" {
-			return false
-		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		sts, err := peerrpc.Call[[]peerrpc.WireGroupStatus](cctx, n.rpc, addr, "/internal/groups", struct{}{})
-		cancel()
-		if err != nil {
-			return false
-		}
-		for _, st := range sts {
-			if st.ID == g.ID && slices.Contains(st.Voters, n.opts.NodeID) {
-				return false
-			}
-		}
-	}
-	return true
 }
