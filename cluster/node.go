@@ -360,28 +360,18 @@ func (n *Node) start() error {
 }
 
 // joinWithRetry joins the gossip cluster, trying up to attempts times (0:
-// until the node stops) so that nodes started together find each other.
+// until the node stops; see membership.Gossip.JoinRetrying).
 func (n *Node) joinWithRetry(attempts int) error {
 	if len(n.opts.Join) == 0 {
 		return nil
 	}
-	var err error
-	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
-		_ = n.members.Incompatible() // only this attempt's refusals count
-		if err = n.members.Join(n.opts.Join); err == nil {
-			return nil
-		}
-		if refused := n.members.Incompatible(); refused != nil {
-			return fmt.Errorf("cluster: %w", refused)
-		}
-		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-n.stop:
-			return ErrShuttingDown
-		}
+	switch err := n.members.JoinRetrying(n.opts.Join, attempts, n.stop, n.logger); {
+	case errors.Is(err, membership.ErrStopped):
+		return ErrShuttingDown
+	case err != nil:
+		return fmt.Errorf("cluster: %w", err)
 	}
-	return fmt.Errorf("cluster: %w", err)
+	return nil
 }
 
 func closeStores(stores map[string]*raftlog.Store) {
