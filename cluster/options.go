@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/configsync"
 	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -182,21 +183,10 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("cluster: log store must be %q or %q, got %q", LogStoreShared, LogStoreBoltDB, o.LogStore)
 	}
-	if o.Initial.Default == (bucket.Policy{}) {
-		o.Initial.Default = bucket.BuiltinDefault
-	}
-	if err := o.Initial.Validate(); err != nil {
+	var err error
+	if o.Initial, err = configsync.Initial(o.Initial); err != nil {
 		return o, fmt.Errorf("cluster: initial configuration: %w", err)
 	}
-	if len(o.Initial.Tiers) > bucket.MaxTiers {
-		return o, fmt.Errorf("cluster: initial configuration: %w: %d tiers, at most %d", bucket.ErrTooManyTiers, len(o.Initial.Tiers), bucket.MaxTiers)
-	}
-	for _, name := range o.Initial.TierNames() {
-		if err := o.Initial.Tiers[name].Validate(); err != nil {
-			return o, fmt.Errorf("cluster: initial configuration: tier %q: %w", name, err)
-		}
-	}
-	o.Initial.Version = 1
 	if o.Clock == nil {
 		o.Clock = clock.System{}
 	}

@@ -59,6 +59,28 @@ type Syncer struct {
 	askMeta atomic.Bool // a push said the meta group has a newer configuration
 }
 
+// Initial returns c, a new cluster's first configuration, as it is seeded:
+// the built-in default policy if it has none, configuration version 1. It
+// refuses an invalid default, an invalid tier policy or too many tiers.
+func Initial(c bucket.Config) (bucket.Config, error) {
+	if c.Default == (bucket.Policy{}) {
+		c.Default = bucket.BuiltinDefault
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	if len(c.Tiers) > bucket.MaxTiers {
+		return c, fmt.Errorf("%w: %d tiers, at most %d", bucket.ErrTooManyTiers, len(c.Tiers), bucket.MaxTiers)
+	}
+	for _, name := range c.TierNames() {
+		if err := c.Tiers[name].Validate(); err != nil {
+			return c, fmt.Errorf("tier %q: %w", name, err)
+		}
+	}
+	c.Version = 1
+	return c, nil
+}
+
 // New returns the syncer of the node cfg describes.
 func New(cfg Config) *Syncer { return &Syncer{cfg: cfg} }
 
