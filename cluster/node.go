@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,7 +47,6 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
-	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
 )
@@ -247,45 +245,21 @@ func (n *Node) start() error {
 	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
 	}
-	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
-	// Open every group's store first: a node that holds state in any group
-	// is a member restarting (with more nodes than replicas, some hold no
-	// meta replica), never a new cluster to bootstrap.
-	stores := map[string]*raftlog.Store{}
-	existing := false
-	for _, id := range raftgroup.IDs(opts.Groups) {
-		dir := raftgroup.Dir(id)
-		st, err := n.logs.Open(id, groupDir(dir))
-		if err != nil {
-			closeStores(stores)
-			return err
-		}
-		stores[id] = st
-		has, err := raftgroup.HasState(st)
-		if err != nil {
-			closeStores(stores)
-			return err
-		}
-		existing = existing || has
+	// Every group's store first: a node that holds state in any group is a
+	// member restarting, never a new cluster to bootstrap.
+	stores, err := raftgroup.OpenStores(n.logs, opts.DataDir, opts.Groups)
+	if err != nil {
+		return err
 	}
-	bootstrap := !existing && len(opts.Join) == 0
-	open := func(id string, index int, dir string, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
-		store := stores[id]
-		delete(stores, id) // the group owns it from here
-		trans, err := n.net.Transport(id)
-		if err != nil {
-			store.Close()
-			return nil, err
-		}
-		return raftgroup.Open(raftgroup.Config{
+	defer stores.Close() // those of groups not opened, on failure
+	bootstrap := !stores.Existing && len(opts.Join) == 0
+	open := func(id string, index int, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
+		return stores.Open(raftgroup.Config{
 			ID:        id,
 			Index:     index,
 			Bootstrap: bootstrap,
-			Dir:       groupDir(dir),
-			Store:     store,
 			NodeID:    opts.NodeID,
 			Addr:      raft.ServerAddress(n.raftAddr),
-			Trans:     trans,
 			Timings:   opts.Raft,
 			Logger:    n.logger,
 			LogLevel:  opts.RaftLogLevel.Level(),
@@ -293,15 +267,13 @@ func (n *Node) start() error {
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 			OnContact: func(a raft.ServerAddress) { n.reach.Contact(string(a)) },
-		})
+		}, func(id string) (raft.Transport, error) { return n.net.Transport(id) })
 	}
-	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.configs.OnServingMeta); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, n.configs.OnServingMeta); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
-		id := strconv.Itoa(i)
-		g, err := open(id, i, raftgroup.Dir(id), func(*raftgroup.Group) { n.triggerReconcile() })
+		g, err := open(strconv.Itoa(i), i, func(*raftgroup.Group) { n.triggerReconcile() })
 		if err != nil {
 			return err
 		}
@@ -321,7 +293,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	if existing {
+	if stores.Existing {
 		// A restarting node already knows its groups' voters: raft works
 		// without gossip, so find the other nodes in the background (they
 		// may be restarting too).
@@ -372,12 +344,6 @@ func (n *Node) joinWithRetry(attempts int) error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil
-}
-
-func closeStores(stores map[string]*raftlog.Store) {
-	for _, st := range stores {
-		_ = st.Close()
-	}
 }
 
 // RaftAddr returns the address peers reach this node's raft and RPC at.
