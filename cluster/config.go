@@ -85,7 +85,7 @@ func (n *Node) Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPag
 	}
 	var p fsm.AuditPage
 	err := n.atLeader(ctx, n.meta,
-		func() (err error) { p, err = n.auditLocal(ctx, since, limit); return err },
+		func() (err error) { p, err = n.configs.AuditLocal(ctx, since, limit); return err },
 		func(addr string) error {
 			w, err := peerrpc.Call[peerrpc.WireAuditPage](ctx, n.rpc, addr, "/internal/audit", peerrpc.WireAuditReq{Since: since, Limit: limit})
 			if err == nil {
@@ -97,28 +97,14 @@ func (n *Node) Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPag
 }
 
 // MaxAuditPage is the most changes one Audit call returns.
-const MaxAuditPage = 1000
-
-// auditLocal is Audit on the meta group's leader.
-func (n *Node) auditLocal(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error) {
-	if err := n.meta.VerifyRead(ctx); err != nil {
-		return fsm.AuditPage{}, err
-	}
-	return n.meta.FSM.Audit(since, min(max(limit, 1), MaxAuditPage)), nil
-}
+const MaxAuditPage = configsync.MaxAuditPage
 
 // Config returns the configuration in force, read from the meta group's
 // leader after it confirms its leadership.
 func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 	var c bucket.Config
 	err := n.atLeader(ctx, n.meta,
-		func() error {
-			if err := n.meta.VerifyRead(ctx); err != nil {
-				return err
-			}
-			c = n.meta.FSM.Config()
-			return nil
-		},
+		func() (err error) { c, err = n.configs.ConfigLocal(ctx); return err },
 		func(addr string) (err error) {
 			w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})
 			c = w.Config()

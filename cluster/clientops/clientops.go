@@ -8,9 +8,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
@@ -66,4 +68,23 @@ func Reset(ctx context.Context, g *raftgroup.Group, clk clock.Clock, client, act
 		return false, fmt.Errorf("group %s: unexpected apply result %T", g.ID, res)
 	}
 	return out.Existed, nil
+}
+
+// Handle registers on mux the internal RPCs of the per-client operations
+// at a group's leader; groupFor is the client's group on this node and clk
+// the stamp clock.
+func Handle(mux *http.ServeMux, groupFor func(client string) *raftgroup.Group, clk clock.Clock) {
+	peerrpc.Handle(mux, "/internal/client", func(ctx context.Context, req peerrpc.ClientReq) (peerrpc.WireClientView, error) {
+		v, err := View(ctx, groupFor(req.Client), clk, req.Client)
+		return peerrpc.ToWireClientView(v), err
+	})
+	peerrpc.Handle(mux, "/internal/set-tier", func(ctx context.Context, req peerrpc.ClientReq) (struct{}, error) {
+		return struct{}{}, SetTier(ctx, groupFor(req.Client), clk, req.Client, req.Tier, req.Actor)
+	})
+	peerrpc.Handle(mux, "/internal/reset-client", func(ctx context.Context, req peerrpc.ClientReq) (bool, error) {
+		if err := fsm.Validate(fsm.ResetClient{Client: req.Client}); err != nil {
+			return false, err
+		}
+		return Reset(ctx, groupFor(req.Client), clk, req.Client, req.Actor)
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,4 +319,67 @@ func (s *Syncer) WaitApplied(ctx context.Context, version uint64) api.ConfigChan
 			return cc
 		}
 	}
+}
+
+// MaxAuditPage is the most changes one AuditLocal call returns.
+const MaxAuditPage = 1000
+
+// AuditLocal is the node's Audit on the meta group's leader: the changes
+// after version since, at most limit of them (held to 1..MaxAuditPage),
+// once the leader confirmed its leadership.
+func (s *Syncer) AuditLocal(ctx context.Context, since uint64, limit int) (fsm.AuditPage, error) {
+	meta, _ := s.cfg.Groups()
+	if err := meta.VerifyRead(ctx); err != nil {
+		return fsm.AuditPage{}, err
+	}
+	return meta.FSM.Audit(since, min(max(limit, 1), MaxAuditPage)), nil
+}
+
+// ConfigLocal is the node's Config on the meta group's leader: the
+// configuration in force, once the leader confirmed its leadership.
+func (s *Syncer) ConfigLocal(ctx context.Context) (bucket.Config, error) {
+	meta, _ := s.cfg.Groups()
+	if err := meta.VerifyRead(ctx); err != nil {
+		return bucket.Config{}, err
+	}
+	return meta.FSM.Config(), nil
+}
+
+// Handle registers on mux the internal RPCs of the configuration: a change
+// at the meta leader, its audit trail, its cluster version and
+// configuration, and the hint to reconcile.
+func (s *Syncer) Handle(mux *http.ServeMux) {
+	peerrpc.Handle(mux, "/internal/config-op", func(ctx context.Context, w peerrpc.WireConfigOp) (peerrpc.WireConfigChange, error) {
+		op, err := w.Op()
+		if err != nil {
+			return peerrpc.WireConfigChange{}, err
+		}
+		cc, err := s.ChangeLocal(ctx, op)
+		return peerrpc.WireConfigChange(cc), err
+	})
+	peerrpc.Handle(mux, "/internal/audit", func(ctx context.Context, req peerrpc.WireAuditReq) (peerrpc.WireAuditPage, error) {
+		p, err := s.AuditLocal(ctx, req.Since, req.Limit)
+		return peerrpc.ToWireAuditPage(p), err
+	})
+	peerrpc.Handle(mux, "/internal/cluster-version", func(ctx context.Context, _ struct{}) (uint32, error) {
+		meta, _ := s.cfg.Groups()
+		if err := meta.VerifyRead(ctx); err != nil {
+			return 0, err
+		}
+		return meta.FSM.ClusterVersion(), nil
+	})
+	peerrpc.Handle(mux, "/internal/config", func(ctx context.Context, _ struct{}) (peerrpc.WireConfig, error) {
+		c, err := s.ConfigLocal(ctx)
+		if err != nil {
+			return peerrpc.WireConfig{}, err
+		}
+		return peerrpc.ToWireConfig(c), nil
+	})
+	// A hint from the meta leader that a new configuration is committed:
+	// reconcile now rather than at the next tick. The body says nothing (a
+	// configuration from older nodes, ignored): see Hint.
+	peerrpc.Handle(mux, "/internal/install-config", func(_ context.Context, _ struct{}) (struct{}, error) {
+		s.Hint()
+		return struct{}{}, nil
+	})
 }
