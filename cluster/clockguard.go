@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 )
 
 // DefaultMaxClockOffset is Δ, the largest offset the clock guard lets two
@@ -38,30 +37,13 @@ func (n *Node) newClockGuard() *clock.Guard {
 		Read: func(ctx context.Context, addr string) (int64, error) {
 			return peerrpc.Call[int64](ctx, n.rpc, addr, "/internal/time", struct{}{})
 		},
-		Alone: n.alone,
+		Alone: func() bool { return raftgroup.Alone(n.allGroups(), n.opts.NodeID) },
 		OnChange: func(off bool) {
 			n.members.SetClockOff(off)
 			kick(n.placementCh)
 		},
 		Logger: n.logger,
 	})
-}
-
-// alone reports whether this node is the only server of every group's raft
-// configuration (a one-node cluster), so that no other clock ever stamps
-// its groups' entries.
-func (n *Node) alone() bool {
-	for _, g := range n.allGroups() {
-		f := g.Raft.GetConfiguration()
-		if f.Error() != nil {
-			return false
-		}
-		servers := f.Configuration().Servers
-		if len(servers) != 1 || servers[0].ID != raft.ServerID(n.opts.NodeID) {
-			return false
-		}
-	}
-	return true
 }
 
 // clockErr returns clock.ErrOff, joined with errNotLeader, unless this

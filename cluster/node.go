@@ -181,12 +181,7 @@ func newNode(opts Options) (*Node, error) {
 		Pending: n.pending.Load,
 	}
 	n.metrics = metrics.New(metrics.Source{
-		Groups: func() []*raftgroup.Group {
-			if n.meta == nil {
-				return nil
-			}
-			return n.allGroups()
-		},
+		Groups: n.allGroups,
 		Status: status.Group,
 		Syncs:  func() uint64 { return n.logs.Syncs() },
 		Clock:  opts.Clock,

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -42,17 +41,9 @@ func (n *Node) newVersionGate() *versions.Gate {
 }
 
 // allocateEpoch asks the meta group for an origin epoch of this process's
-// own (origin.Source.Allocate), its leader over /internal/epoch when this
-// node does not lead it. It runs with reconcile.
+// own (origin.Source.Allocate). It runs with reconcile.
 func (n *Node) allocateEpoch() {
-	e, ok := n.origins.Allocate(n.ClusterVersion(), n.meta, func(ctx context.Context) (uint32, error) {
-		self, addr := n.leaderOf(n.meta)
-		if self || addr == "" {
-			return 0, fmt.Errorf("%w: no meta leader to ask for an epoch", errNotLeader)
-		}
-		return peerrpc.Call[uint32](ctx, n.rpc, addr, "/internal/epoch", struct{}{})
-	})
-	if ok {
+	if e, ok := n.origins.Allocate(n.ClusterVersion(), n.meta, n.leaderOf, n.rpc); ok {
 		n.logger.Debug("origin epoch allocated", "epoch", e)
 	}
 }

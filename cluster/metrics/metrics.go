@@ -22,8 +22,8 @@ import (
 )
 
 // Source is what the collector reads of its node at scrape time. Groups
-// and Syncs are called only once the node's groups are open (Register is
-// called after them); Groups returns the meta group first.
+// returns the meta group first (nil before it is open: nothing is
+// collected then); Syncs is called only once the groups are open.
 type Source struct {
 	Groups func() []*raftgroup.Group
 	Status func(*raftgroup.Group) peerrpc.WireGroupStatus // a group as this node's replica sees it
@@ -154,8 +154,8 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	src := m.src
 	groups := src.Groups()
-	if len(groups) == 0 {
-		return
+	if len(groups) == 0 || groups[0] == nil {
+		return // the groups are not open yet
 	}
 	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(src.Syncs()))
 	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(src.Disk.Free()))

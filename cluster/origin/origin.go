@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
@@ -174,11 +175,11 @@ func (r *Resolver) Finish(ds []fsm.Decision, err error) ([]fsm.Decision, error) 
 
 // Allocate gives o an epoch of this process's own from the meta group,
 // once the cluster version allows it (fsm.ClusterVersionOriginsAlways),
-// unless it has one: meta's replica proposes it when it leads, else ask
-// asks the meta group's leader (/internal/epoch, which ServeEpoch answers).
-// It reports the epoch and whether it was allocated now; a failure is
-// retried at the next call.
-func (o *Source) Allocate(clusterVersion uint32, meta *raftgroup.Group, ask func(context.Context) (uint32, error)) (uint32, bool) {
+// unless it has one: meta's replica proposes it when it leads, else the
+// meta group's leader (found with leaderOf) is asked over rpc
+// (/internal/epoch, which ServeEpoch answers). It reports the epoch and
+// whether it was allocated now; a failure is retried at the next call.
+func (o *Source) Allocate(clusterVersion uint32, meta *raftgroup.Group, leaderOf func(*raftgroup.Group) (bool, string), rpc *peerrpc.Client) (uint32, bool) {
 	if _, ok := o.Current(); ok || clusterVersion < fsm.ClusterVersionOriginsAlways {
 		return 0, false
 	}
@@ -190,8 +191,14 @@ func (o *Source) Allocate(clusterVersion uint32, meta *raftgroup.Group, ask func
 		if e, err = allocateEpoch(ctx, meta); err != nil {
 			return 0, false
 		}
-	} else if e, err = ask(ctx); err != nil || e == 0 || e >= fsm.RandomEpochBase {
-		return 0, false
+	} else {
+		self, addr := leaderOf(meta)
+		if self || addr == "" {
+			return 0, false
+		}
+		if e, err = peerrpc.Call[uint32](ctx, rpc, addr, "/internal/epoch", struct{}{}); err != nil || e == 0 || e >= fsm.RandomEpochBase {
+			return 0, false
+		}
 	}
 	o.SetEpoch(e)
 	return e, true

@@ -32,3 +32,20 @@ func (g *Group) IsVoter(id string) bool {
 	}
 	return false
 }
+
+// Alone reports whether node self is the only server of every group's raft
+// configuration (a one-node cluster), so that no other clock ever stamps
+// their entries.
+func Alone(groups []*Group, self string) bool {
+	for _, g := range groups {
+		f := g.Raft.GetConfiguration()
+		if f.Error() != nil {
+			return false
+		}
+		servers := f.Configuration().Servers
+		if len(servers) != 1 || servers[0].ID != raft.ServerID(self) {
+			return false
+		}
+	}
+	return true
+}
