@@ -19,7 +19,9 @@ import (
 // Gate is one node's admission: the guards it asks and its budget of
 // buckets.
 type Gate struct {
-	Disk   *diskguard.Guard
+	// Disk refuses everything while the data dir is nearly full.
+	Disk *diskguard.Guard
+	// Memory refuses new state near the memory budget.
 	Memory *memlimit.Budget
 	// ClockErr refuses (as not the leader) while the node's clock is not
 	// in bounds.

@@ -34,6 +34,7 @@ const (
 	Off
 )
 
+// String names the state as the node's logs do.
 func (s State) String() string {
 	switch s {
 	case InBounds:
@@ -74,7 +75,8 @@ type GuardConfig struct {
 	// OnChange is told every change of verdict: off is true unless the
 	// clock is in bounds (gossip says so, placement moves leaders).
 	OnChange func(off bool)
-	Logger   *slog.Logger
+	// Logger receives the verdict's changes.
+	Logger *slog.Logger
 }
 
 // Guard bounds Δ, the clock offset in the over-admission bound, for one

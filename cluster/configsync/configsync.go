@@ -50,7 +50,8 @@ type Config struct {
 	Audited func(g *raftgroup.Group, actor string) fsm.Audited
 	// Trigger asks the node to run Reconcile soon.
 	Trigger func()
-	Logger  *slog.Logger
+	// Logger receives seeds, failed installs and hints.
+	Logger *slog.Logger
 }
 
 // Syncer is one node's side of the configuration. Its methods are safe for

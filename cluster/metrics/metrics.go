@@ -25,13 +25,14 @@ import (
 // returns the meta group first (nil before it is open: nothing is
 // collected then); Syncs is called only once the groups are open.
 type Source struct {
+	// Groups returns every group, the meta group first.
 	Groups func() []*raftgroup.Group
 	Status func(*raftgroup.Group) peerrpc.WireGroupStatus // a group as this node's replica sees it
 	Syncs  func() uint64                                  // durable commits of the node's raft log
 	Clock  clock.Clock                                    // the stamp clock (a *clock.Stamp reports how far it holds back)
-	Guard  *clock.Guard
-	Disk   *diskguard.Guard
-	Memory *memlimit.Budget
+	Guard  *clock.Guard                                   // the verdict on the node's clock
+	Disk   *diskguard.Guard                               // the data dir's free space
+	Memory *memlimit.Budget                               // the memory budget
 }
 
 // Collector is the node's Prometheus metrics: batch sizes observed as

@@ -37,12 +37,16 @@ type Whoami struct {
 
 // Prover proves, in parallel, every member that needs it (Run).
 type Prover struct {
-	Dial    Dialer
-	Proofs  *membership.Proofs
-	Members func() map[string]membership.Member // gossip's, proven or not
+	// Dial dials a member's internal RPC over mutual TLS.
+	Dial Dialer
+	// Proofs records what each member proved.
+	Proofs *membership.Proofs
+	// Members returns gossip's members, proven or not.
+	Members func() map[string]membership.Member
 	// OnProved is called after each member that proved its identity.
 	OnProved func()
-	Logger   *slog.Logger
+	// Logger receives each proof's outcome.
+	Logger *slog.Logger
 }
 
 // Run proves every member that needs it (membership.Proofs.NeedsProof)

@@ -19,9 +19,11 @@ import (
 
 // Config is what a Placer needs of its node.
 type Config struct {
-	Self      string // this node's id
-	SelfAddr  string // and raft address
-	Replicas  int
+	Self     string // this node's id
+	SelfAddr string // and raft address
+	// Replicas is the voters a group should have (Options.Replicas).
+	Replicas int
+	// DeadAfter is how long a member is dead before its replicas move.
 	DeadAfter time.Duration
 	// Members returns the members placement may act on (proven, see
 	// membership.Proofs).
@@ -35,7 +37,8 @@ type Config struct {
 	Leaving func() bool
 	// ClusterVersion is the node's (a new voter must run it).
 	ClusterVersion func() uint32
-	Logger         *slog.Logger
+	// Logger receives every step taken or refused.
+	Logger *slog.Logger
 }
 
 // Placer reconciles, for every group this node leads, the voters with

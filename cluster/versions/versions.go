@@ -42,7 +42,8 @@ type Gate struct {
 	// AskMeta asks the meta group's leader at addr for its cluster
 	// version (/internal/cluster-version).
 	AskMeta func(ctx context.Context, addr string) (uint32, error)
-	Logger  *slog.Logger
+	// Logger receives the version's moves.
+	Logger *slog.Logger
 }
 
 // Current returns the highest cluster version any of this node's replicas
