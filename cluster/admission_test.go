@@ -110,7 +110,7 @@ func TestMemoryBudgetShedsNewState(t *testing.T) {
 	require.NoError(t, err)
 
 	live.Store(80 << 20) // 80% of the budget
-	n.checkMemory()
+	n.mem.Check()
 	for _, r := range []fsm.AllowRequest{{Client: "new", Cost: 1}, {Client: "held", Cost: 1, RequestID: "r1"}} {
 		_, err = n.Allow(ctx(t), []fsm.AllowRequest{r})
 		require.ErrorIs(t, err, ErrOverloaded, "%+v", r)
@@ -126,10 +126,10 @@ func TestMemoryBudgetShedsNewState(t *testing.T) {
 	// The leader checks too: a call forwarded to it, or one that reached
 	// the batcher another way, is refused there.
 	g := n.groupFor("new2")
-	assert.ErrorIs(t, n.admit(g, []fsm.AllowRequest{{Client: "new2", Cost: 1}}), ErrOverloaded)
+	assert.ErrorIs(t, n.admission.Admit(g, []fsm.AllowRequest{{Client: "new2", Cost: 1}}), ErrOverloaded)
 
 	live.Store(50 << 20)
-	n.checkMemory()
+	n.mem.Check()
 	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "new", Cost: 1, RequestID: "r2"}})
 	assert.NoError(t, err)
 }
@@ -146,27 +146,27 @@ func TestMemoryEstimateFollowsTheStateBetweenCollections(t *testing.T) {
 		o.MaxMemory = 1 << 30
 		o.readHeap = func() (uint64, uint64, uint64) { return live.Load(), live.Load(), cycles.Load() }
 	})
-	n.checkMemory()
-	base, stateBefore := n.memoryEstimate(), n.stateBytes()
+	n.mem.Check()
+	base, stateBefore := n.mem.Estimate(), n.stateBytes()
 	var reqs []fsm.AllowRequest
 	for i := range 100 {
 		reqs = append(reqs, fsm.AllowRequest{Client: fmt.Sprintf("c%03d", i), Cost: 1, RequestID: fmt.Sprintf("r%03d", i)})
 	}
 	_, err := n.Allow(ctx(t), reqs)
 	require.NoError(t, err)
-	n.checkMemory()
-	grown := n.memoryEstimate()
+	n.mem.Check()
+	grown := n.mem.Estimate()
 	assert.Equal(t, n.stateBytes()-stateBefore, int64(grown-base), "the state added counts before any collection")
 
 	// A collection sees it live; then everything goes (buckets full again,
 	// ids forgotten) before the next one.
 	live.Store(grown)
 	cycles.Add(1)
-	n.checkMemory()
+	n.mem.Check()
 	clock.Advance(10 * time.Minute)
 	n.reclaim()
-	n.checkMemory()
-	assert.Equal(t, base, n.memoryEstimate(), "state gone since the last collection no longer counts")
+	n.mem.Check()
+	assert.Equal(t, base, n.mem.Estimate(), "state gone since the last collection no longer counts")
 }
 
 // --max-clients holds when calls of new clients arrive together: a bucket

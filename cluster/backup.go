@@ -37,23 +37,7 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) (backup.Header, error) {
 		Groups:          len(n.groups),
 		TakenBy:         n.opts.NodeID,
 	}
-	bw, err := backup.NewWriter(w, h)
-	if err != nil {
-		return h, err
-	}
-	for _, g := range append(n.groups[:len(n.groups):len(n.groups)], n.meta) {
-		sw, err := bw.Section(g.ID)
-		if err != nil {
-			return h, err
-		}
-		if err := n.backupGroup(ctx, g, sw); err != nil {
-			return h, fmt.Errorf("backup of group %s: %w", g.ID, err)
-		}
-		if err := sw.Close(); err != nil {
-			return h, err
-		}
-	}
-	return h, bw.Close()
+	return h, backup.Write(w, h, func(id string, w io.Writer) error { return n.backupGroup(ctx, n.groupByID(id), w) })
 }
 
 // backupGroup writes group g's snapshot, read at its leader, to w.
@@ -90,10 +74,18 @@ func (n *Node) snapshotLocal(ctx context.Context, g *raftgroup.Group) (func(io.W
 
 // serveSnapshot answers /internal/snapshot for a group this node leads.
 func (n *Node) serveSnapshot(ctx context.Context, req peerrpc.GroupReq) (func(io.Writer) error, error) {
-	for _, g := range n.allGroups() {
-		if g.ID == req.Group {
-			return n.snapshotLocal(ctx, g)
-		}
+	if g := n.groupByID(req.Group); g != nil {
+		return n.snapshotLocal(ctx, g)
 	}
 	return nil, fmt.Errorf("cluster: no group %q here", req.Group)
+}
+
+// groupByID returns this node's group named id, or nil.
+func (n *Node) groupByID(id string) *raftgroup.Group {
+	for _, g := range n.allGroups() {
+		if g.ID == id {
+			return g
+		}
+	}
+	return nil
 }

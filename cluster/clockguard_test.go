@@ -28,17 +28,17 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 	tc.waitStable(3)
 	n1 := tc.nodes[0]
 	for _, n := range tc.nodes {
-		n.checkClocks()
-		require.False(t, (n.clockState() != clockInBounds), "clocks agree")
+		n.clockGuard.Check()
+		require.False(t, (n.clockGuard.State() != clock.InBounds), "clocks agree")
 	}
 
 	skewed.SetOffset(2 * time.Second)
 	for _, n := range tc.nodes {
-		n.checkClocks()
+		n.clockGuard.Check()
 	}
-	require.True(t, (n1.clockState() != clockInBounds), "n1 is 2 s ahead of both peers")
-	assert.False(t, (tc.nodes[1].clockState() != clockInBounds), "n2 disagrees with one peer of two: not off")
-	assert.ErrorIs(t, n1.Ready(ctx(t)), errClockOff)
+	require.True(t, (n1.clockGuard.State() != clock.InBounds), "n1 is 2 s ahead of both peers")
+	assert.False(t, (tc.nodes[1].clockGuard.State() != clock.InBounds), "n2 disagrees with one peer of two: not off")
+	assert.ErrorIs(t, n1.Ready(ctx(t)), clock.ErrOff)
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
 			if g.Serving() {
@@ -57,8 +57,8 @@ func TestNodeWithAClockOffStopsLeading(t *testing.T) {
 	}
 
 	skewed.SetOffset(0)
-	n1.checkClocks()
-	assert.False(t, (n1.clockState() != clockInBounds))
+	n1.clockGuard.Check()
+	assert.False(t, (n1.clockGuard.State() != clock.InBounds))
 	require.Eventually(t, func() bool {
 		for _, g := range n1.allGroups() {
 			if g.Serving() {
@@ -116,7 +116,7 @@ func TestNodeRestartedWithAClockAheadStampsNothing(t *testing.T) {
 	d := allowOne(t, n3, "drained", 1)
 	assert.False(t, d.Allowed, "a drained bucket refilled by a clock 10 minutes ahead")
 	assert.Less(t, d.Stamp, base.Now().Add(time.Minute).UnixNano(), "a decision was stamped with n3's clock")
-	assert.ErrorIs(t, n3.Ready(ctx(t)), errClockOff, "n3's clock is not in bounds: it is not ready")
+	assert.ErrorIs(t, n3.Ready(ctx(t)), clock.ErrOff, "n3's clock is not in bounds: it is not ready")
 
 	// Whoever decides next, group time has not jumped: still drained.
 	d = allowOne(t, tc.nodes[0], "drained", 1)
@@ -145,7 +145,7 @@ func TestClockGuardEnforcesTheBoundPairwise(t *testing.T) {
 	}
 	inBounds := func() (in []int) {
 		for i, n := range tc.nodes {
-			if n.clockState() == clockInBounds {
+			if n.clockGuard.State() == clock.InBounds {
 				in = append(in, i)
 			}
 		}
@@ -153,7 +153,7 @@ func TestClockGuardEnforcesTheBoundPairwise(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		for _, n := range tc.nodes {
-			n.checkClocks()
+			n.clockGuard.Check()
 		}
 		in := inBounds()
 		return !slices.Contains(in, 0) || !slices.Contains(in, 2)

@@ -1,19 +1,17 @@
 package cluster
 
 import (
+	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
-	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/placer"
 )
 
 // Close stops the node without leaving the cluster (peers see it as failed
 // until it returns): its loops stop, then every group it leads is handed to
-// another voter (handOver) and stopped at once, queued requests failing
+// another voter (raftgroup.Group.HandOver) and stopped at once, queued requests failing
 // with ErrShuttingDown; stores are closed last. Acknowledged decisions are
 // already durable.
 func (n *Node) Close() error {
@@ -38,7 +36,7 @@ func (n *Node) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n.handOver(g)
+				g.HandOver(n.opts.NodeID, n.opts.Raft.ElectionTimeout, n.reach.LiveVoters, n.logger)
 				err := g.Close()
 				mu.Lock()
 				errs = append(errs, err)
@@ -63,78 +61,30 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
-// handOver transfers the leadership of g, if this node leads it, to
-// another voter (raft picks the most up-to-date one and tells it to stand
-// at once), and waits until this node sees the new leader, so that the
-// survivors lead within a round trip and an election instead of after a
-// heartbeat timeout without a leader. Entries in flight end as raft ends
-// them when it steps down (ErrLeadershipLost: ambiguous, resolved by the
-// caller's node); requests arriving meanwhile are refused as "not the
-// leader" and retried at the new one. It gives up after raft's own
-// transfer timeout (an election timeout) plus one more election timeout to
-// see the new leader.
-func (n *Node) handOver(g *raftgroup.Group) {
-	if g.Raft.State() != raft.Leader {
-		return
-	}
-	start := time.Now()
-	err := g.Raft.LeadershipTransfer().Error()
-	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		err = n.handOverElsewhere(g, err)
-	}
-	// A transfer already in progress (placement's) is waited for below.
-	if err != nil && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		n.logger.Warn("leadership hand-over failed; stopping anyway", "group", g.ID, "err", err)
-		return
-	}
-	wait := time.NewTimer(n.opts.Raft.ElectionTimeout)
-	defer wait.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, id := g.Raft.LeaderWithID(); id != "" && string(id) != n.opts.NodeID {
-			n.logger.Info("leadership handed over", "group", g.ID, "to", id, "took", time.Since(start).String())
-			return
-		}
-		select {
-		case <-wait.C:
-			n.logger.Warn("leadership handed over, but no new leader seen yet; stopping anyway", "group", g.ID)
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // Done is closed once the node has stopped (after Close or Leave).
 func (n *Node) Done() <-chan struct{} { return n.done }
 
-// handOverElsewhere transfers g's leadership after raft's own pick failed
-// (why): raft picks the most up-to-date voter whether it is running or not,
-// and in a rolling restart that is often the node stopped just before this
-// one. It tries g's other voters this node has heard from within the reach
-// window, the most recently heard first, and returns the last error if
-// none takes it.
-func (n *Node) handOverElsewhere(g *raftgroup.Group, why error) error {
-	servers, ok := n.servers(g)
-	if !ok {
-		return why
+// Leave removes this node from the cluster gracefully: it announces that it
+// is leaving, hands over the groups it leads, waits until the leaders have
+// removed it from every group (or ctx ends), leaves gossip and closes. The
+// last node of a cluster just closes.
+func (n *Node) Leave(ctx context.Context) error {
+	n.leaving.Store(true)
+	n.members.SetLeaving()
+	kick(n.placementCh)
+	removed := func(ctx context.Context) bool {
+		return placer.RemovedEverywhere(ctx, n.opts.NodeID, n.members.Snapshot(), n.allGroups(), n.leaderOf, n.rpc)
 	}
-	since := n.reach.Now().Add(-n.reach.Window())
-	var live []raft.Server
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.opts.NodeID && n.reach.Last(string(s.Address)).After(since) {
-			live = append(live, s)
-		}
+	if err := placer.WaitRemoved(ctx, removed, func() { kick(n.placementCh) }); err != nil {
+		n.logger.Warn("leave: still a voter of some groups; closing anyway", "err", err)
+		return errors.Join(err, n.closeAfterLeave())
 	}
-	slices.SortFunc(live, func(a, b raft.Server) int {
-		return n.reach.Last(string(b.Address)).Compare(n.reach.Last(string(a.Address)))
-	})
-	err := why
-	for _, s := range live {
-		if err = g.Raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err == nil {
-			n.logger.Info("leadership handed over to another voter after raft's pick failed", "group", g.ID, "to", s.ID, "first", why)
-			return nil
-		}
+	return n.closeAfterLeave()
+}
+
+func (n *Node) closeAfterLeave() error {
+	if err := n.members.Leave(2 * time.Second); err != nil {
+		n.logger.Warn("gossip leave", "err", err)
 	}
-	return err
+	return n.Close()
 }

@@ -27,7 +27,7 @@ func TestHandOverSkipsAStoppedVoter(t *testing.T) {
 	g := leader.groupFor("anyone")
 	require.True(t, g.Serving(), "the leader keeps its group with one follower left")
 
-	require.NoError(t, leader.handOverElsewhere(g, errors.New("raft picked the stopped voter")))
+	require.NoError(t, g.HandOverElsewhere(leader.reach.LiveVoters, errors.New("raft picked the stopped voter"), leader.logger))
 	require.Eventually(t, func() bool { return tc.nodes[live].groupFor("anyone").Serving() }, 5*time.Second, time.Millisecond,
 		"the running voter leads, within the hand-over and well before any election")
 	assert.False(t, g.Serving())

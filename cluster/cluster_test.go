@@ -201,7 +201,7 @@ func (tc *testCluster) waitStable(voters int) {
 			if leader == nil || leaderID != preferred[leader.ID] {
 				return false
 			}
-			vs := voterIDs(leader.Raft.GetConfiguration().Configuration())
+			vs := raftgroup.VoterIDs(leader.Raft.GetConfiguration().Configuration())
 			if len(vs) != want {
 				return false
 			}

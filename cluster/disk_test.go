@@ -37,7 +37,7 @@ func TestDiskNearlyFullRefusesDecisions(t *testing.T) {
 	require.Greater(t, free, int64(reserve), "the node needs the room it starts with")
 	filler := filepath.Join(dir, "filler")
 	require.NoError(t, os.WriteFile(filler, make([]byte, free-8<<20), 0o600))
-	n.checkDisk()
+	n.disk.Check()
 
 	_, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ada", Cost: 1}})
 	require.ErrorIs(t, err, ErrDiskFull)
@@ -47,7 +47,7 @@ func TestDiskNearlyFullRefusesDecisions(t *testing.T) {
 	assert.Equal(t, v.Policy.Capacity-1, v.Decision.RemainingTokens(), "the refused decision took nothing")
 
 	require.NoError(t, os.Remove(filler))
-	n.checkDisk()
+	n.disk.Check()
 	require.NoError(t, n.Ready(ctx(t)))
 	ds, err = n.Allow(ctx(t), []fsm.AllowRequest{{Client: "ada", Cost: 1}})
 	require.NoError(t, err)

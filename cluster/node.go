@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,17 +26,27 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/admission"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/configsync"
+	"github.com/quorate/quorate/cluster/diskguard"
+	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/forward"
 	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/memlimit"
+	"github.com/quorate/quorate/cluster/metrics"
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/placer"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/cluster/reach"
+	"github.com/quorate/quorate/cluster/route"
+	"github.com/quorate/quorate/cluster/status"
+	"github.com/quorate/quorate/cluster/versions"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
-	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
 )
@@ -51,48 +60,32 @@ type Node struct {
 	raftAddr string // advertised raft (and RPC) address
 	meta     *raftgroup.Group
 	groups   []*raftgroup.Group
-	metrics  *nodeMetrics
+	metrics  *metrics.Collector
 	mux      *raftmux.Mux
 	net      *raftnet.Net // every group's raft traffic, one connection per peer
 	rpcSrv   *http.Server
 	rpc      *peerrpc.Client
-	origins  *originSource
-	rpcLn    *streamLayer       // the "rpc" layer, dialled to prove peers
+	origins  *origin.Source
+	configs  *configsync.Syncer // the data groups' configuration, in step with the meta group's
+	versions *versions.Gate     // the cluster version: what every member runs, raising it
+	rpcLn    *raftport.Layer    // the "rpc" layer, dialled to prove peers
 	proofs   *membership.Proofs // nil without cluster TLS
 	members  *membership.Gossip
 	logs     *raftgroup.LogStores
-	reach    *reach.Tracker // when each peer last answered (see cutOff)
-	// serverSets caches each group's raft configuration (*serverSet, see
-	// servers) for the reach judgments on the decision path.
-	serverSets sync.Map
+	router   *route.Router // where each group is served, and running a request there
+	reach    *reach.Judge  // when each peer last answered, and whether a group's quorum is in reach
 
 	leaving    atomic.Bool
-	placements atomic.Uint64 // placement rounds run, for tests
-	pending    atomic.Int64  // decisions callers of Allow wait for
-	// diskFree and diskLow are the data dir's free space and whether it is
-	// below the reserve, as checkDisk last saw them.
-	diskFree atomic.Int64
-	diskLow  atomic.Bool
-	// clock and clockSkew: what this node knows of its clock (a
-	// clockState), and the offset of the clocks it is judged against from
-	// its own, as checkClocks last saw them.
-	clock     atomic.Int32
-	clockSkew atomic.Int64
-	clockCh   chan struct{} // check the clock now
-	// memAtGC is the live heap the last collection found and the replicas'
-	// state size then (see memoryEstimate); memShed whether the node
-	// refused new state at checkMemory's last run (for its log).
-	memAtGC atomic.Pointer[heapAtGC]
-	memShed atomic.Bool
-	// memMu guards what checkMemory keeps between runs: when it last
-	// collected, and the collection count it last saw.
-	memMu     sync.Mutex
-	memGC     time.Time
-	memCycles uint64
+	placer     *placer.Placer
+	pending    atomic.Int64     // decisions callers of Allow wait for
+	disk       *diskguard.Guard // the data dir's free space
+	clockGuard *clock.Guard     // the verdict on this node's clock
+	mem        *memlimit.Budget // the memory budget (Options.MaxMemory)
+	admission  *admission.Gate  // whether the node takes a call
 
-	fwd *forward.Pool // one batching forwarder per leader address
+	fwd         *forward.Pool // one batching forwarder per leader address
+	decideGroup fanout.Decide // allowGroupAt
 
-	askMeta     atomic.Bool // a push said the meta group has a newer configuration
 	reconcileCh chan struct{}
 	placementCh chan struct{}
 	proveCh     chan struct{}
@@ -157,26 +150,50 @@ func newNode(opts Options) (*Node, error) {
 	n := &Node{
 		opts:        opts,
 		logger:      opts.Logger.With("node", opts.NodeID),
-		raftAddr:    advertised(opts.RaftAddr, ln.Addr()),
-		origins:     newOriginSource(),
-		reach:       reach.New(time.Now, cutOffAfter(opts.Raft)),
+		raftAddr:    raftport.Advertised(opts.RaftAddr, ln.Addr()),
+		origins:     origin.NewSource(),
 		reconcileCh: make(chan struct{}, 1),
 		placementCh: make(chan struct{}, 1),
-		clockCh:     make(chan struct{}, 1),
 		proveCh:     make(chan struct{}, 1),
 		leadsCh:     make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
-	if opts.MaxClockOffset < 0 {
-		n.clock.Store(int32(clockInBounds)) // the operator turned the check off
-	}
+	n.versions = n.newVersionGate()
+	n.placer = placer.New(placer.Config{
+		Self: opts.NodeID, SelfAddr: n.raftAddr, Replicas: opts.Replicas, DeadAfter: opts.DeadAfter,
+		Members:        n.trustedMembers,
+		Groups:         n.allGroups,
+		ClockOff:       func() bool { return n.clockGuard.State() != clock.InBounds },
+		Leaving:        n.leaving.Load,
+		ClusterVersion: n.ClusterVersion,
+		Logger:         n.logger,
+	})
+	n.reach = reach.NewJudge(time.Now, opts.NodeID, opts.Raft, n.allGroups)
+	n.clockGuard = n.newClockGuard()
+	n.disk = diskguard.New(opts.DataDir, opts.MinFreeDisk, n.logger)
+	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
-	n.metrics = newNodeMetrics(n)
-	n.mux = raftmux.New(ln, muxOptions(opts, n.logger))
+	n.decideGroup = n.allowGroupAt
+	n.admission = &admission.Gate{
+		Disk: n.disk, Memory: n.mem, ClockErr: n.clockErr, MaxClients: opts.MaxClients,
+		Groups:  func() []*raftgroup.Group { return n.groups },
+		Pending: n.pending.Load,
+	}
+	n.metrics = metrics.New(metrics.Source{
+		Groups: n.allGroups,
+		Status: status.Group,
+		Syncs:  func() uint64 { return n.logs.Syncs() },
+		Clock:  opts.Clock,
+		Guard:  n.clockGuard,
+		Disk:   n.disk,
+		Memory: n.mem,
+	})
+	n.mux = raftmux.New(ln, raftport.MuxOptions(opts.Groups, opts.TLS, n.logger))
 	if opts.TLS != nil {
 		n.proofs = membership.NewProofs()
 	}
+	n.router = n.newRouter()
 	if err := n.start(); err != nil {
 		_ = n.Close()
 		return nil, err
@@ -184,18 +201,14 @@ func newNode(opts Options) (*Node, error) {
 	return n, nil
 }
 
-// raftLayer is the raft port's stream name for every group's raft traffic
-// (transport/raftnet).
-const raftLayer = "raft"
-
 func (n *Node) start() error {
 	opts := n.opts
-	layer := func(name string) (*streamLayer, error) {
+	layer := func(name string) (*raftport.Layer, error) {
 		l, err := n.mux.Layer(name)
 		if err != nil {
 			return nil, err
 		}
-		return &streamLayer{Layer: l, self: n.raftAddr, addr: advertisedAddr(n.raftAddr), partition: opts.partition}, nil
+		return raftport.NewLayer(l, n.raftAddr, opts.partition), nil
 	}
 	rpcLn, err := layer(peerrpc.LayerName)
 	if err != nil {
@@ -207,9 +220,10 @@ func (n *Node) start() error {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}}}
+	n.configs = n.newConfigSyncer()
 	n.rpcSrv = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.rpcSrv.Serve(rpcLn) }()
-	netLn, err := layer(raftLayer)
+	netLn, err := layer(raftport.RaftLayer)
 	if err != nil {
 		return err
 	}
@@ -221,50 +235,26 @@ func (n *Node) start() error {
 		Tick:   opts.Raft.HeartbeatTimeout / 3,
 		Logger: n.logger.With("component", "raftnet"),
 	})
-	n.net.Handle(allowMethod, n.serveForwarded)
+	n.net.Handle(forward.Method, n.serveForwarded)
 
 	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
 		return err
 	}
-	groupDir := func(dir string) string { return filepath.Join(opts.DataDir, "groups", dir) }
-	// Open every group's store first: a node that holds state in any group
-	// is a member restarting (with more nodes than replicas, some hold no
-	// meta replica), never a new cluster to bootstrap.
-	stores := map[string]*raftlog.Store{}
-	existing := false
-	for _, id := range raftgroup.IDs(opts.Groups) {
-		dir := raftgroup.Dir(id)
-		st, err := n.logs.Open(id, groupDir(dir))
-		if err != nil {
-			closeStores(stores)
-			return err
-		}
-		stores[id] = st
-		has, err := raftgroup.HasState(st)
-		if err != nil {
-			closeStores(stores)
-			return err
-		}
-		existing = existing || has
+	// Every group's store first: a node that holds state in any group is a
+	// member restarting, never a new cluster to bootstrap.
+	stores, err := raftgroup.OpenStores(n.logs, opts.DataDir, opts.Groups)
+	if err != nil {
+		return err
 	}
-	bootstrap := !existing && len(opts.Join) == 0
-	open := func(id string, index int, dir string, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
-		store := stores[id]
-		delete(stores, id) // the group owns it from here
-		trans, err := n.net.Transport(id)
-		if err != nil {
-			store.Close()
-			return nil, err
-		}
-		return raftgroup.Open(raftgroup.Config{
+	defer stores.Close() // those of groups not opened, on failure
+	bootstrap := !stores.Existing && len(opts.Join) == 0
+	open := func(id string, index int, onServing func(*raftgroup.Group)) (*raftgroup.Group, error) {
+		return stores.Open(raftgroup.Config{
 			ID:        id,
 			Index:     index,
 			Bootstrap: bootstrap,
-			Dir:       groupDir(dir),
-			Store:     store,
 			NodeID:    opts.NodeID,
 			Addr:      raft.ServerAddress(n.raftAddr),
-			Trans:     trans,
 			Timings:   opts.Raft,
 			Logger:    n.logger,
 			LogLevel:  opts.RaftLogLevel.Level(),
@@ -272,20 +262,18 @@ func (n *Node) start() error {
 			OnServing: onServing,
 			OnChange:  func() { kick(n.leadsCh); kick(n.placementCh) },
 			OnContact: func(a raft.ServerAddress) { n.reach.Contact(string(a)) },
-		})
+		}, func(id string) (raft.Transport, error) { return n.net.Transport(id) })
 	}
-	defer closeStores(stores) // those of groups not opened, on failure
-	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, raftgroup.MetaGroupID, n.onServingMeta); err != nil {
+	if n.meta, err = open(raftgroup.MetaGroupID, opts.Groups, n.configs.OnServingMeta); err != nil {
 		return err
 	}
 	for i := range opts.Groups {
-		id := strconv.Itoa(i)
-		g, err := open(id, i, raftgroup.Dir(id), func(*raftgroup.Group) { n.triggerReconcile() })
+		g, err := open(strconv.Itoa(i), i, func(*raftgroup.Group) { n.triggerReconcile() })
 		if err != nil {
 			return err
 		}
-		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.observeBatch, n.triggerReconcile,
-			func(reqs []fsm.AllowRequest) error { return n.admit(g, reqs) })
+		g.Batch = raftgroup.NewBatcher(g, opts.Clock, opts.MaxBatch, opts.MaxInflight, n.metrics.ObserveBatch, n.triggerReconcile,
+			func(reqs []fsm.AllowRequest) error { return n.admission.Admit(g, reqs) })
 		n.groups = append(n.groups, g)
 	}
 	go func() { _ = n.mux.Serve() }()
@@ -293,14 +281,14 @@ func (n *Node) start() error {
 	n.members, err = membership.New(membership.Config{
 		NodeID: opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: opts.HTTPAddr, GossipAddr: opts.GossipAddr,
 		Groups: opts.Groups, Keys: opts.GossipKeys, Logger: n.logger,
-		ClockOff: n.clockState() != clockInBounds,
+		ClockOff: n.clockGuard.State() != clock.InBounds,
 		Version:  version.Binary, MaxClusterVersion: n.maxClusterVersion(),
-		OnChange: func() { kick(n.placementCh); kick(n.proveCh); kick(n.clockCh) },
+		OnChange: func() { kick(n.placementCh); kick(n.proveCh); n.clockGuard.Kick() },
 	})
 	if err != nil {
 		return err
 	}
-	if existing {
+	if stores.Existing {
 		// A restarting node already knows its groups' voters: raft works
 		// without gossip, so find the other nodes in the background (they
 		// may be restarting too).
@@ -314,19 +302,20 @@ func (n *Node) start() error {
 	} else if err := n.joinWithRetry(20); err != nil {
 		return err
 	}
-	if err := n.metrics.register(opts.Registerer); err != nil {
+	if err := n.metrics.Register(opts.Registerer, n.mux, n.net); err != nil {
 		return fmt.Errorf("cluster: metrics: %w", err)
 	}
 	n.logger.Info("node started", "raft", n.raftAddr, "gossip", n.GossipAddr(), "bootstrap", bootstrap, "groups", opts.Groups, "log_store", opts.LogStore, "replicas", opts.Replicas,
 		"cluster_tls", opts.TLS != nil, "gossip_encrypted", len(opts.GossipKeys) > 0)
-	n.checkDisk()
-	n.every(diskCheckInterval, nil, n.checkDisk)
-	n.checkMemory()
-	n.every(memoryCheckInterval, nil, n.checkMemory)
-	n.runClockChecks()
+	n.disk.Check()
+	n.every(diskguard.CheckInterval, nil, n.disk.Check)
+	n.mem.Check()
+	n.every(memlimit.CheckInterval, nil, n.mem.Check)
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.clockGuard.Run(n.stop) }()
 	n.every(time.Second, n.reconcileCh, n.reconcile)
 	n.every(time.Second, n.proveCh, n.provePeers)
-	n.every(opts.PlacementInterval, n.placementCh, n.newPlacer().place)
+	n.every(opts.PlacementInterval, n.placementCh, n.placer.Place)
 	n.every(2*time.Second, n.leadsCh, n.publishLeads)
 	n.every(2*time.Second, nil, n.members.Reconnect)
 	n.every(forward.IdlePeriod, nil, n.fwd.RetireIdle)
@@ -338,43 +327,18 @@ func (n *Node) start() error {
 }
 
 // joinWithRetry joins the gossip cluster, trying up to attempts times (0:
-// until the node stops) so that nodes started together find each other.
+// until the node stops; see membership.Gossip.JoinRetrying).
 func (n *Node) joinWithRetry(attempts int) error {
 	if len(n.opts.Join) == 0 {
 		return nil
 	}
-	var err error
-	for attempt := 0; attempts == 0 || attempt < attempts; attempt++ {
-		_ = n.members.Incompatible() // only this attempt's refusals count
-		if err = n.members.Join(n.opts.Join); err == nil {
-			return nil
-		}
-		if refused := n.members.Incompatible(); refused != nil {
-			return fmt.Errorf("cluster: %w", refused)
-		}
-		n.logger.Warn("join failed; retrying", "attempt", attempt+1, "err", err)
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-n.stop:
-			return ErrShuttingDown
-		}
+	switch err := n.members.JoinRetrying(n.opts.Join, attempts, n.stop, n.logger); {
+	case errors.Is(err, membership.ErrStopped):
+		return ErrShuttingDown
+	case err != nil:
+		return fmt.Errorf("cluster: %w", err)
 	}
-	return fmt.Errorf("cluster: %w", err)
-}
-
-func closeStores(stores map[string]*raftlog.Store) {
-	for _, st := range stores {
-		_ = st.Close()
-	}
-}
-
-// advertised is the address peers use: the configured one, or the bound
-// one when the configured port was 0.
-func advertised(configured string, bound net.Addr) string {
-	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
-		return configured
-	}
-	return bound.String()
+	return nil
 }
 
 // RaftAddr returns the address peers reach this node's raft and RPC at.
@@ -386,6 +350,17 @@ func (n *Node) GossipAddr() string {
 		return ""
 	}
 	return n.members.Addr()
+}
+
+// stateBytes is what the state of this node's replicas costs, as their
+// FSMs estimate it (fsm.FSM.StateBytes): what the memory budget follows
+// between collections.
+func (n *Node) stateBytes() int64 {
+	var b int64
+	for _, g := range n.allGroups() {
+		b += g.FSM.StateBytes()
+	}
+	return b
 }
 
 // GroupOf returns the data group that owns client: FNV-1a (64-bit) of the
@@ -410,76 +385,6 @@ func kick(ch chan struct{}) {
 
 func (n *Node) triggerReconcile() { kick(n.reconcileCh) }
 
-// onServingMeta is the meta group's OnServing: it seeds a new cluster's
-// configuration.
-func (n *Node) onServingMeta(g *raftgroup.Group) {
-	if g.FSM.Config().Version != 0 {
-		n.triggerReconcile()
-		return
-	}
-	if n.opts.Initial.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-		// A --config file with the policies of cluster version 2 needs the
-		// meta group there first, which every member of a new cluster of
-		// this release supports.
-		if v, by := n.supportedClusterVersion(); v < fsm.ClusterVersionPolicies {
-			n.logger.Error("the configuration uses policies a member cannot run; not seeded", "member", by, "cluster_version", v)
-			return
-		}
-		n.applyClusterVersion(g, fsm.ClusterVersionPolicies, "the cluster version moved up to seed the configuration")
-		if g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-			return // retried at the next election, as a failed seed is
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: n.opts.Initial}); err != nil {
-		n.logger.Error("seeding the configuration failed; it will be retried at the next election", "err", err)
-		return
-	}
-	n.logger.Info("configuration seeded", "version", n.opts.Initial.Version, "tiers", len(n.opts.Initial.Tiers))
-	n.triggerReconcile()
-}
-
-// configHint is what a configuration push does: the meta leader says a
-// newer configuration is committed, so reconcile now, asking the meta
-// group's leader for it rather than waiting for this node's replica. The
-// pushed content is never installed: whoever can reach the port could push
-// anything, and a data group installs only what the meta group committed.
-func (n *Node) configHint() {
-	n.askMeta.Store(true)
-	n.triggerReconcile()
-}
-
-// wantedConfig is the newest configuration this node knows to be committed
-// in the meta group: its own replica's, or the meta leader's when this node
-// holds no replica, has none yet, or was told of a newer one.
-func (n *Node) wantedConfig() bucket.Config {
-	want := n.meta.FSM.Config()
-	if n.askMeta.Swap(false) || want.Version == 0 || !isVoter(n.meta, n.opts.NodeID) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if self, addr := n.leaderOf(n.meta); !self && addr != "" {
-			if w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
-				want = w.Config()
-			}
-		}
-	}
-	return want
-}
-
-func isVoter(g *raftgroup.Group, id string) bool {
-	f := g.Raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id && s.Suffrage == raft.Voter {
-			return true
-		}
-	}
-	return false
-}
-
 // every runs fn in its own goroutine every interval and whenever trigger
 // fires (trigger may be nil), until the node stops.
 func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func()) {
@@ -500,46 +405,14 @@ func (n *Node) every(interval time.Duration, trigger <-chan struct{}, fn func())
 	}()
 }
 
-// reconcile brings every data group this node leads up to the meta
-// group's configuration version, by proposing the whole configuration into
-// the group's own log, after raising the cluster version where this node
-// may (raiseClusterVersion). A group that cannot be reached now is retried
-// on the next trigger or tick.
+// reconcile raises the cluster version where this node may
+// (versions.Gate.Raise), gets an origin epoch once it may, and brings every
+// data group this node leads up to the meta group's configuration
+// (configsync.Syncer.Reconcile).
 func (n *Node) reconcile() {
-	n.raiseClusterVersion()
+	n.versions.Raise()
 	n.allocateEpoch()
-	var lagging []*raftgroup.Group
-	for _, g := range n.groups {
-		if g.Serving() {
-			lagging = append(lagging, g)
-		}
-	}
-	if len(lagging) == 0 {
-		return
-	}
-	want := n.wantedConfig()
-	var wg sync.WaitGroup
-	for _, g := range lagging {
-		if g.FSM.Config().Version >= want.Version {
-			continue
-		}
-		if want.Extended() && g.FSM.ClusterVersion() < fsm.ClusterVersionPolicies {
-			// Its replicas may run a binary that cannot read the entry;
-			// raiseClusterVersion moves the group up first.
-			n.logger.Debug("config reconcile waits for the group's cluster version", "group", g.ID, "version", want.Version)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := g.ApplyLocal(ctx, fsm.InstallConfig{Config: want}); err != nil {
-				n.logger.Warn("config reconcile failed", "group", g.ID, "version", want.Version, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+	n.configs.Reconcile()
 }
 
 // reclaim asks every data group this node leads to forget what it no

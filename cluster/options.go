@@ -10,8 +10,11 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/configsync"
+	"github.com/quorate/quorate/cluster/diskguard"
 	"github.com/quorate/quorate/cluster/memlimit"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 )
@@ -86,11 +89,11 @@ type Options struct {
 	// MaxMemory is this node's memory budget in bytes: near it, the node
 	// refuses new clients and request ids (ErrOverloaded) and serves the
 	// clients it holds (memlimit.Default if zero; negative: no budget).
-	// See memory.go.
+	// See memlimit.Budget.
 	MaxMemory int64
 	// MaxClockOffset is how far this node's clock may be from most of its
 	// peers' before it stops deciding and leading (DefaultMaxClockOffset if
-	// zero; negative: no check). See checkClocks.
+	// zero; negative: no check). See clock.Guard.
 	MaxClockOffset time.Duration
 	// MinFreeDisk is the free space, in bytes, the node keeps in its data
 	// dir's file system: below it, new decisions are refused with
@@ -123,9 +126,13 @@ type Options struct {
 	// fsm.Options.RequestIDMax (zero: the default).
 	requestIDMax int
 	// readHeap, set only by this package's tests, replaces the runtime's
-	// heap readings of checkMemory.
+	// heap readings of the memory budget (memlimit.NewBudget).
 	readHeap func() (live, objects, cycles uint64)
 }
+
+// Partition is a table of cut links between nodes, for tests that
+// partition an in-process cluster (see raftport.Partition).
+type Partition = raftport.Partition
 
 // RaftTimings are the raft timeouts every group uses (raftgroup.Timings).
 type RaftTimings = raftgroup.Timings
@@ -148,6 +155,9 @@ const (
 	DefaultReplicas          = 3
 	DefaultDeadAfter         = 30 * time.Second
 	DefaultPlacementInterval = time.Second
+	// DefaultMinFreeDisk is the free space a node keeps in its data dir's
+	// file system (see diskguard.Guard).
+	DefaultMinFreeDisk = diskguard.DefaultMinFree
 )
 
 // LoopbackRaftTimings suit nodes on one machine (tests, a local cluster):
@@ -173,21 +183,10 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("cluster: log store must be %q or %q, got %q", LogStoreShared, LogStoreBoltDB, o.LogStore)
 	}
-	if o.Initial.Default == (bucket.Policy{}) {
-		o.Initial.Default = bucket.BuiltinDefault
-	}
-	if err := o.Initial.Validate(); err != nil {
+	var err error
+	if o.Initial, err = configsync.Initial(o.Initial); err != nil {
 		return o, fmt.Errorf("cluster: initial configuration: %w", err)
 	}
-	if len(o.Initial.Tiers) > bucket.MaxTiers {
-		return o, fmt.Errorf("cluster: initial configuration: %w: %d tiers, at most %d", bucket.ErrTooManyTiers, len(o.Initial.Tiers), bucket.MaxTiers)
-	}
-	for _, name := range o.Initial.TierNames() {
-		if err := o.Initial.Tiers[name].Validate(); err != nil {
-			return o, fmt.Errorf("cluster: initial configuration: tier %q: %w", name, err)
-		}
-	}
-	o.Initial.Version = 1
 	if o.Clock == nil {
 		o.Clock = clock.System{}
 	}

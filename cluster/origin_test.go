@@ -14,19 +14,9 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/fsm"
 )
-
-func TestOriginsAreUniqueAndStartNewEpochs(t *testing.T) {
-	o := newOriginSource()
-	a := o.take(3)
-	b := o.take(1)
-	assert.Equal(t, a+3, b, "consecutive within an epoch")
-	o.next = fsm.MaxOriginSeq - 1
-	c := o.take(5) // does not fit: a new epoch
-	assert.Equal(t, fsm.MakeOrigin(o.epoch, 1), c)
-	assert.NotEqual(t, b, c)
-}
 
 // An answer lost after the entry was applied: the node's retry under the
 // same origins gets the first decision back, as this call's own, and the
@@ -45,11 +35,11 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 
 	t.Run("applied, answer lost", func(t *testing.T) {
 		g := n.groupFor("a")
-		reqs := n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 2}, {Client: "a", Cost: 1}})
+		reqs := n.origins.With([]fsm.AllowRequest{{Client: "a", Cost: 2}, {Client: "a", Cost: 1}})
 		first, err := g.Batch.Submit(ctx(t), reqs) // applied; its answer never reaches the caller
 		require.NoError(t, err)
-		r := &resolver{ctx: ctx(t), reqs: reqs}
-		require.ErrorIs(t, r.check(lost), errNotLeader, "an unknown outcome is retried")
+		r := origin.NewResolver(ctx(t), reqs)
+		require.ErrorIs(t, r.Check(lost), errNotLeader, "an unknown outcome is retried")
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		require.Len(t, ds, 2)
@@ -62,8 +52,8 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 	})
 	t.Run("never applied", func(t *testing.T) {
 		g := n.groupFor("b")
-		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "b", Cost: 4}})}
-		require.ErrorIs(t, r.check(lost), errNotLeader)
+		r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "b", Cost: 4}}))
+		require.ErrorIs(t, r.Check(lost), errNotLeader)
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		assert.False(t, ds[0].Duplicate)
@@ -73,22 +63,12 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 		_, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}})
 		require.NoError(t, err)
 		g := n.groupFor("c")
-		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}})}
-		require.ErrorIs(t, r.check(lost), errNotLeader)
+		r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}}))
+		require.ErrorIs(t, r.Check(lost), errNotLeader)
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		assert.True(t, ds[0].Duplicate, "the caller's own retry of an id it used before")
 		assert.Equal(t, int64(9), balance("c"))
-	})
-	t.Run("gives up after resolveFor, still unknown", func(t *testing.T) {
-		r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "d", Cost: 1}})}
-		require.ErrorIs(t, r.check(lost), errNotLeader)
-		r.until = time.Now().Add(-time.Millisecond)
-		err := r.check(lost)
-		assert.ErrorIs(t, err, ErrOutcomeUnknown)
-		assert.NotErrorIs(t, err, errNotLeader)
-		_, err = r.finish(nil, fmt.Errorf("%w: no leader", ErrUnavailable))
-		assert.ErrorIs(t, err, ErrOutcomeUnknown, "after an unknown outcome, a later failure is unknown too")
 	})
 }
 
@@ -167,8 +147,8 @@ func TestClusterGracefulStopsNeverSpendTwice(t *testing.T) {
 func TestAStopWhileResolvingLeavesTheOutcomeUnknown(t *testing.T) {
 	n := startNode(t, t.TempDir(), clock.NewManual())
 	g := n.groupFor("a")
-	r := &resolver{ctx: ctx(t), reqs: n.withOrigins([]fsm.AllowRequest{{Client: "a", Cost: 1}})}
-	require.ErrorIs(t, r.check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errNotLeader)
+	r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "a", Cost: 1}}))
+	require.ErrorIs(t, r.Check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errNotLeader)
 	require.NoError(t, n.Close())
 	_, err := n.decide(ctx(t), g, r)
 	assert.ErrorIs(t, err, ErrOutcomeUnknown)

@@ -21,6 +21,7 @@ import (
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
@@ -83,7 +84,7 @@ func attacker(t *testing.T, mt *raftmux.TLS, layer string) *raftmux.Layer {
 // transfer so that the leader does not ignore it.
 func forgeRequestVote(t *testing.T, mt *raftmux.TLS, target *Node) error {
 	t.Helper()
-	l := attacker(t, mt, raftLayer)
+	l := attacker(t, mt, raftport.RaftLayer)
 	rn := raftnet.New(l, raft.ServerAddress(l.Addr().String()), raftnet.Options{Timeout: 2 * time.Second})
 	defer rn.Close()
 	trans, err := rn.Transport(raftgroup.MetaGroupID)
@@ -172,12 +173,12 @@ func (tc *testCluster) placementRounds() {
 	tc.t.Helper()
 	start := map[*Node]uint64{}
 	for _, n := range tc.live() {
-		start[n] = n.placements.Load()
+		start[n] = n.placer.Rounds()
 		kick(n.placementCh)
 	}
 	require.Eventually(tc.t, func() bool {
 		for n, s := range start {
-			if n.placements.Load() < s+2 {
+			if n.placer.Rounds() < s+2 {
 				return false
 			}
 		}
@@ -192,7 +193,7 @@ func (tc *testCluster) requireVoters(want ...string) {
 	for _, n := range tc.live() {
 		for _, g := range n.allGroups() {
 			if g.Serving() {
-				assert.Equal(tc.t, want, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
+				assert.Equal(tc.t, want, raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "group %s led by %s", g.ID, n.opts.NodeID)
 			}
 		}
 	}
@@ -309,7 +310,7 @@ func TestForgedLeavingRemovesNoVoter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, n := range tc.live() {
 			for _, g := range n.allGroups() {
-				if g.Serving() && slices.Contains(voterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
+				if g.Serving() && slices.Contains(raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "n3") {
 					return false
 				}
 			}

@@ -1,21 +1,19 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
-	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/cluster/clientops"
+	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/membership"
+	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/status"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/version"
 )
@@ -38,13 +36,13 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	k := int64(len(reqs))
 	if p := n.pending.Add(k); p > int64(n.opts.MaxPending) && p > k {
 		n.pending.Add(-k)
-		n.metrics.refused(ErrOverloaded)
+		n.metrics.Refused(ErrOverloaded)
 		return nil, fmt.Errorf("%w: %d decisions pending on this node", ErrOverloaded, p-k)
 	}
 	ds, err := n.allow(ctx, reqs)
 	n.pending.Add(-k)
 	if err != nil {
-		n.metrics.refused(err)
+		n.metrics.Refused(err)
 	}
 	return ds, err
 }
@@ -52,62 +50,10 @@ func (n *Node) Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	// Checked here, on this node's replicas, so that a call is refused as
 	// a whole; each group's leader checks again.
-	if err := n.admit(nil, reqs); err != nil {
+	if err := n.admission.Admit(nil, reqs); err != nil {
 		return nil, err
 	}
-	if len(reqs) == 1 {
-		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
-	}
-	byGroup := map[int][]int{}
-	for i, r := range reqs {
-		g := GroupOf(r.Client, len(n.groups))
-		byGroup[g] = append(byGroup[g], i)
-	}
-	if len(byGroup) == 1 {
-		return n.allowGroup(ctx, n.groupFor(reqs[0].Client), reqs)
-	}
-	// Decide each group's part in parallel and put answers back in order.
-	out := make([]fsm.Decision, len(reqs))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		decided  bool // some group's part was decided
-	)
-	for gi, idx := range byGroup {
-		part := make([]fsm.AllowRequest, len(idx))
-		for j, i := range idx {
-			part[j] = reqs[i]
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ds, err := n.allowGroup(ctx, n.groups[gi], part)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil || errors.Is(err, ErrOutcomeUnknown) {
-					firstErr = err
-				}
-				return
-			}
-			decided = true
-			for j, i := range idx {
-				out[i] = ds[j]
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil && decided && !errors.Is(firstErr, ErrOutcomeUnknown) {
-		// The call fails, but not as "nothing was decided": other groups'
-		// parts were. Retrying the call with its request ids is how the
-		// caller learns them.
-		return nil, fmt.Errorf("%w: part of the batch was decided: %w", ErrOutcomeUnknown, firstErr)
-	}
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return out, nil
+	return fanout.ByGroup(ctx, reqs, len(n.groups), n.decideGroup)
 }
 
 // allowUnsafe decides on this node's replicas without raft: only in
@@ -123,115 +69,30 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 	return out
 }
 
+// allowGroupAt is allowGroup of data group index group: the node's
+// fanout.Decide (n.decideGroup, made once so a call allocates no closure).
+func (n *Node) allowGroupAt(ctx context.Context, group int, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	return n.allowGroup(ctx, n.groups[group], reqs)
+}
+
 // allowGroup decides reqs, all of group g, at g's leader. Each request gets
 // an origin, so that when its outcome is lost in a failover the node learns
-// it by retrying instead of answering "unknown" (see resolver).
+// it by retrying instead of answering "unknown" (see origin.Resolver).
 func (n *Node) allowGroup(ctx context.Context, g *raftgroup.Group, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
-	return n.decide(ctx, g, &resolver{ctx: ctx, reqs: n.withOrigins(reqs)})
+	return n.decide(ctx, g, origin.NewResolver(ctx, n.origins.With(reqs)))
 }
 
 // decide proposes r's requests at g's leader until they are decided or r
 // gives up.
-func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *resolver) ([]fsm.Decision, error) {
+func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *origin.Resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
 	err := n.atLeader(ctx, g,
-		func() (err error) { ds, err = g.Batch.Submit(ctx, r.reqs); return r.check(err) },
+		func() (err error) { ds, err = g.Batch.Submit(ctx, r.Requests()); return r.Check(err) },
 		func(addr string) (err error) {
-			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.reqs})
-			return r.check(err)
+			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.Requests()})
+			return r.Check(err)
 		})
-	return r.finish(ds, err)
-}
-
-// admit refuses reqs, deciding nothing, while the node is low on disk,
-// while its clock is off (only where it would stamp them: g is set on a
-// group's leader), or if one would create a bucket while the node holds its
-// budget of them (Options.MaxClients). g is the requests' group, or nil to
-// look each client's up. Entries in flight are not counted, so the budget
-// may be passed by what they create.
-func (n *Node) admit(g *raftgroup.Group, reqs []fsm.AllowRequest) error {
-	if err := n.diskErr(); err != nil {
-		return err
-	}
-	var rg groupReplica
-	if g != nil { // only a leader stamps: the node a call reached may forward it
-		if err := n.clockErr(); err != nil {
-			return err
-		}
-		rg = g.FSM
-	}
-	if err := n.memoryErr(rg, reqs); err != nil {
-		return err
-	}
-	if n.opts.MaxClients < 0 {
-		return nil
-	}
-	total := 0
-	for _, gg := range n.groups {
-		total += gg.FSM.Buckets()
-	}
-	// Decisions in flight may each create a bucket once applied: counted,
-	// so that concurrent calls of new clients cannot overshoot the limit
-	// together (each new bucket is pending or held, and sometimes both for
-	// a moment, which only refuses early).
-	if total+int(max(n.pending.Load(), 0)) <= n.opts.MaxClients {
-		return nil
-	}
-	for _, r := range reqs {
-		rg := g
-		if rg == nil {
-			rg = n.groupFor(r.Client)
-		}
-		if !rg.FSM.Known(r.Client) {
-			return fmt.Errorf("%w: this node holds %d of at most %d, and %q is new", ErrTooManyClients, total, n.opts.MaxClients, r.Client)
-		}
-	}
-	return nil
-}
-
-// checkItem refuses a forwarded item that names no group of this cluster or
-// carries a request for a client of another group: a peer's request is
-// checked like a caller's before anything is proposed.
-func (n *Node) checkItem(it peerrpc.AllowItem) error {
-	if it.Group < 0 || it.Group >= len(n.groups) {
-		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
-	}
-	for _, r := range it.Requests {
-		if g := GroupOf(r.Client, len(n.groups)); g != it.Group {
-			return fmt.Errorf("%w: client %q belongs to group %d, not %d", fsm.ErrInvalidCommand, r.Client, g, it.Group)
-		}
-	}
-	return nil
-}
-
-// allowLocalItems decides forwarded requests in groups this node serves.
-func (n *Node) allowLocalItems(ctx context.Context, items []peerrpc.AllowItem) peerrpc.AllowResp {
-	resp := peerrpc.AllowResp{Items: make([]peerrpc.AllowResult, len(items))}
-	var wg sync.WaitGroup
-	for i, it := range items {
-		if err := n.checkItem(it); err != nil {
-			resp.Items[i].Error = peerrpc.ToError(err)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := ctx
-			if it.Deadline != 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, time.Unix(0, it.Deadline))
-				defer cancel()
-			}
-			ds, err := n.groups[it.Group].Batch.Submit(ctx, it.Requests)
-			if err != nil {
-				resp.Items[i].Error = peerrpc.ToError(err)
-				return
-			}
-			resp.Items[i].Decisions = ds
-		}()
-	}
-	wg.Wait()
-	return resp
+	return r.Finish(ds, err)
 }
 
 // Client returns client's state as of now, read from its group's leader
@@ -240,20 +101,13 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 	g := n.groupFor(client)
 	var v fsm.ClientView
 	err := n.atLeader(ctx, g,
-		func() (err error) { v, err = n.clientLocal(ctx, g, client); return err },
+		func() (err error) { v, err = clientops.View(ctx, g, n.opts.Clock, client); return err },
 		func(addr string) (err error) {
 			w, err := peerrpc.Call[peerrpc.WireClientView](ctx, n.rpc, addr, "/internal/client", peerrpc.ClientReq{Client: client})
 			v = w.View()
 			return readErr(err)
 		})
 	return v, err
-}
-
-func (n *Node) clientLocal(ctx context.Context, g *raftgroup.Group, client string) (fsm.ClientView, error) {
-	if err := g.VerifyRead(ctx); err != nil {
-		return fsm.ClientView{}, err
-	}
-	return g.FSM.View(client, n.opts.Clock.Now().UnixNano()), nil
 }
 
 // readErr lets atLeader retry a read whose answer was lost: a read changes
@@ -268,7 +122,7 @@ func readErr(err error) error {
 // SetClientTier assigns client to tier in the client's group; an empty tier
 // removes the assignment. The tier need not exist: until it does, the client
 // uses the default policy. actor is who asks, for the audit trail (see
-// audited).
+// clientops.Audited).
 func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) error {
 	if tier != "" {
 		if err := bucket.ValidateTierName(tier); err != nil {
@@ -280,33 +134,11 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) er
 	}
 	g := n.groupFor(client)
 	return n.atLeader(ctx, g,
-		func() error { return n.setTierLocal(ctx, g, client, tier, actor) },
+		func() error { return clientops.SetTier(ctx, g, n.opts.Clock, client, tier, actor) },
 		func(addr string) error {
 			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier, Actor: actor})
 			return err
 		})
-}
-
-// setTierLocal is SetClientTier on g's leader.
-func (n *Node) setTierLocal(ctx context.Context, g *raftgroup.Group, client, tier, actor string) error {
-	s := fsm.SetTier{Client: client, Tier: tier, Audited: n.audited(g, actor)}
-	if err := fsm.Validate(s); err != nil { // a peer's request is checked like a caller's
-		return err
-	}
-	_, err := g.ApplyLocal(ctx, s)
-	return err
-}
-
-// audited is who makes a change through g's leader, and when, as the
-// entry carries it: nothing below fsm.ClusterVersionAudit, whose entries
-// the release before must read; from it on, the actor (fsm.Anonymous if
-// none) and this leader's time. The time is only recorded: it moves no
-// group time, so a clock that is off cannot refill a bucket by it.
-func (n *Node) audited(g *raftgroup.Group, actor string) fsm.Audited {
-	if g.FSM.ClusterVersion() < fsm.ClusterVersionAudit {
-		return fsm.Audited{}
-	}
-	return fsm.Audited{Stamp: n.opts.Clock.Now().UnixNano(), Actor: cmp.Or(actor, fsm.Anonymous)}
 }
 
 // ResetClient forgets client's bucket in its group (fsm.ResetClient): its
@@ -324,7 +156,7 @@ func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, err
 	g := n.groupFor(client)
 	var existed bool
 	err := n.atLeader(ctx, g,
-		func() (err error) { existed, err = n.resetLocal(ctx, g, client, actor); return err },
+		func() (err error) { existed, err = clientops.Reset(ctx, g, n.opts.Clock, client, actor); return err },
 		func(addr string) (err error) {
 			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client, Actor: actor})
 			return err
@@ -332,40 +164,14 @@ func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, err
 	return existed, err
 }
 
-// resetLocal is ResetClient on g's leader, which checks the cluster
-// version again on its own replica: the leader proposes only what every
-// replica of the group can apply.
-func (n *Node) resetLocal(ctx context.Context, g *raftgroup.Group, client, actor string) (bool, error) {
-	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionPolicies {
-		return false, fmt.Errorf("%w: group %s is at cluster version %d", ErrClusterVersion, g.ID, v)
-	}
-	r := fsm.ResetClient{Client: client, Audited: n.audited(g, actor)}
-	if err := fsm.Validate(r); err != nil {
-		return false, err
-	}
-	res, err := g.ApplyLocal(ctx, r)
-	if err != nil {
-		return false, err
-	}
-	out, ok := res.(*fsm.ResetResult)
-	if !ok {
-		return false, fmt.Errorf("group %s: unexpected apply result %T", g.ID, res)
-	}
-	return out.Existed, nil
-}
-
 // Ready returns nil when every group has a known leader and the node has
 // disk to spare.
 func (n *Node) Ready(ctx context.Context) error {
-	if err := n.diskErr(); err != nil {
+	if err := n.disk.Err(); err != nil {
 		return err
 	}
-	switch n.clockState() {
-	case clockUnchecked:
-		return fmt.Errorf("%w: %w: not yet compared with its peers'", ErrUnavailable, errClockOff)
-	case clockOff:
-		return fmt.Errorf("%w: %w: %v from the clocks it is judged against, at most %v", ErrUnavailable, errClockOff,
-			-time.Duration(n.clockSkew.Load()), n.opts.MaxClockOffset/2)
+	if err := n.clockGuard.NotReady(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	for _, g := range n.allGroups() {
 		self, addr := n.leaderOf(g)
@@ -381,71 +187,10 @@ func (n *Node) Ready(ctx context.Context) error {
 
 // Status returns this node's view of the cluster, as GET /v1/cluster
 // answers it: every known node, and every group as this node's replica
-// sees it.
+// sees it (status.Cluster).
 func (n *Node) Status(ctx context.Context) (api.ClusterStatus, error) {
-	st := api.ClusterStatus{NodeID: n.opts.NodeID, ClusterVersion: n.ClusterVersion()}
-	st.Nodes = []api.NodeStatus{{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
-		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}}
-	ms := n.trustedMembers() // unproven members show as such
-	for _, id := range membership.SortedIDs(ms, "") {
-		m := ms[id]
-		state := string(m.State)
-		if m.Meta.Leaving && m.State == membership.Alive {
-			state = string(membership.Leaving)
-		}
-		st.Nodes = append(st.Nodes, api.NodeStatus{ID: id, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, State: state,
-			Version: m.Meta.Version, MaxClusterVersion: max(m.Meta.MaxClusterVersion, fsm.BaseClusterVersion)})
-	}
-	for _, gs := range n.localGroupStatus() {
-		st.Groups = append(st.Groups, api.GroupStatus(gs))
-	}
-	for i, g := range n.allGroups() {
-		if st.Groups[i].Leader == "" {
-			if _, addr := n.leaderOf(g); addr != "" {
-				st.Groups[i].Leader = n.nodeAt(addr)
-			}
-		}
-	}
-	return st, nil
-}
-
-// nodeAt returns the id of the member whose raft address is addr.
-func (n *Node) nodeAt(addr string) string {
-	for id, m := range n.trustedMembers() {
-		if m.Meta.RaftAddr == addr {
-			return id
-		}
-	}
-	return addr
-}
-
-func (n *Node) localGroupStatus() []peerrpc.WireGroupStatus {
-	var out []peerrpc.WireGroupStatus
-	for _, g := range n.allGroups() {
-		out = append(out, groupStatus(g))
-	}
-	return out
-}
-
-// groupStatus is g as this node's replica sees it.
-func groupStatus(g *raftgroup.Group) peerrpc.WireGroupStatus {
-	_, leader := g.Raft.LeaderWithID()
-	gs := peerrpc.WireGroupStatus{
-		ID:            g.ID,
-		State:         g.Raft.State().String(),
-		Leader:        string(leader),
-		AppliedIndex:  g.Raft.AppliedIndex(),
-		CommitIndex:   g.Raft.CommitIndex(),
-		ConfigVersion: g.FSM.Config().Version,
-	}
-	stats := g.Raft.Stats()
-	fmt.Sscan(stats["term"], &gs.Term)
-	if g.Raft.State() != raft.Leader {
-		gs.LastContact = g.Raft.LastContact()
-	}
-	if f := g.Raft.GetConfiguration(); f.Error() == nil {
-		gs.Voters = voterIDs(f.Configuration())
-	}
-	slices.Sort(gs.Voters)
-	return gs
+	self := api.NodeStatus{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
+		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}
+	// Unproven members show as such.
+	return status.Cluster(self, n.ClusterVersion(), n.trustedMembers, n.allGroups(), n.leaderOf), nil
 }

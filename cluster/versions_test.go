@@ -11,6 +11,7 @@ import (
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/peerrpc"
+	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -39,7 +40,7 @@ func TestClusterVersionMovesUpAfterTheLastNode(t *testing.T) {
 	tc.waitStable(3)
 	for range 3 {
 		for _, n := range tc.live() {
-			n.raiseClusterVersion()
+			n.versions.Raise()
 		}
 	}
 	assert.Equal(t, map[uint32]int{fsm.BaseClusterVersion: 3 * (tc.groups + 1)}, tc.clusterVersions(), "n3 runs only the base version")
@@ -84,10 +85,10 @@ func TestPlacementAddsNoVoterThatCannotRunTheClusterVersion(t *testing.T) {
 	tc.maxCV = map[int]uint32{1: fsm.BaseClusterVersion}
 	old := tc.addNode()
 	require.Eventually(t, func() bool { return tc.nodes[0].members.Snapshot()["n2"].Meta.RaftAddr != "" }, 10*time.Second, 10*time.Millisecond)
-	before := tc.nodes[0].placements.Load()
-	require.Eventually(t, func() bool { return tc.nodes[0].placements.Load() >= before+5 }, 10*time.Second, 10*time.Millisecond)
+	before := tc.nodes[0].placer.Rounds()
+	require.Eventually(t, func() bool { return tc.nodes[0].placer.Rounds() >= before+5 }, 10*time.Second, 10*time.Millisecond)
 	for _, g := range tc.nodes[0].allGroups() {
-		assert.Equal(t, []string{"n1"}, voterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
+		assert.Equal(t, []string{"n1"}, raftgroup.VoterIDs(g.Raft.GetConfiguration().Configuration()), "group %s", g.ID)
 	}
 	assert.Zero(t, old.groups[0].FSM.AppliedIndex(), "n2 never received a log")
 }
@@ -101,7 +102,7 @@ func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
 	epochs := func() []uint32 {
 		var out []uint32
 		for _, n := range tc.live() {
-			e, ok := n.origins.current()
+			e, ok := n.origins.Current()
 			if !ok {
 				return nil
 			}
@@ -118,8 +119,8 @@ func TestEveryProcessGetsItsOwnOriginEpoch(t *testing.T) {
 	}
 	tc.stop(1)
 	tc.start(1)
-	require.Eventually(t, func() bool { _, ok := tc.nodes[1].origins.current(); return ok }, 20*time.Second, 10*time.Millisecond)
-	e, _ := tc.nodes[1].origins.current()
+	require.Eventually(t, func() bool { _, ok := tc.nodes[1].origins.Current(); return ok }, 20*time.Second, 10*time.Millisecond)
+	e, _ := tc.nodes[1].origins.Current()
 	assert.False(t, seen[e], "the restarted process got a new epoch, not %d again", e)
 	d := allowOne(t, tc.nodes[1], "a", 1)
 	assert.Equal(t, e, uint32(d.Origin>>40), "its decisions carry it")

@@ -185,6 +185,30 @@ func (s *SectionWriter) Close() error {
 	return s.w.err
 }
 
+// Write writes a whole backup with header h to w: a section for each of
+// Names(h.Groups), in order, whose data each writes (it is given the
+// section's group). The first failure ends it, naming the group, and
+// leaves w holding an incomplete backup that every reader refuses.
+func Write(w io.Writer, h Header, each func(group string, w io.Writer) error) error {
+	bw, err := NewWriter(w, h)
+	if err != nil {
+		return err
+	}
+	for _, group := range Names(h.Groups) {
+		sw, err := bw.Section(group)
+		if err != nil {
+			return err
+		}
+		if err := each(group, sw); err != nil {
+			return fmt.Errorf("backup of group %s: %w", group, err)
+		}
+		if err := sw.Close(); err != nil {
+			return err
+		}
+	}
+	return bw.Close()
+}
+
 // Section is one group's snapshot read from a backup.
 type Section struct {
 	Group string

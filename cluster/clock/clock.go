@@ -3,9 +3,10 @@
 // the fault suite (Offset), one that moves only when told for tests and
 // replays (Manual), the clock a node stamps entries with, which holds back
 // a wall clock that steps forward while the node runs (Stamp), and the
-// judgment of whether this node's clock agrees with its peers' (Judge).
-// The guard that reads the peers' clocks and acts on the verdict is the
-// node's (package cluster).
+// judgment of whether this node's clock agrees with its peers' (Judge), and
+// the guard that reads the peers' clocks and keeps the verdict (Guard). What
+// the node does with the verdict (refusing to stamp, handing leadership
+// over) is the node's (package cluster).
 package clock
 
 import (

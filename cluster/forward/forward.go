@@ -3,7 +3,9 @@
 // address gathers what its callers queue and makes it one call (the Call
 // the node gives it), each item keeping its own caller's deadline. A Pool
 // holds a node's forwarders and retires those nothing was submitted to for
-// a while.
+// a while. The wire between nodes is one raftnet call (OverNet), and the
+// leader's side of it (Serve, serve.go) checks every item and hands it to
+// its group's batcher.
 package forward
 
 import (

@@ -38,7 +38,7 @@ type Meta struct {
 	Leads string `json:"leads,omitempty"`
 	// ClockOff says this node's clock is not known to be in bounds (off, or
 	// not yet checked since the node started): it must not lead, and its
-	// clock is no reference for others' (see cluster's checkClocks).
+	// clock is no reference for others' (see clock.Guard).
 	ClockOff bool `json:"clock_off,omitempty"`
 	// Version is the node's binary version, and MaxClusterVersion the
 	// highest cluster version it can run (zero: a node of the release before

@@ -1,8 +1,10 @@
-// Package memlimit reads what a node's memory budget is measured against,
-// from the operating system and the Go runtime: how much memory the process
-// may use (the machine's, or its cgroup's limit) for the default budget
-// (Default), and the runtime's live heap (ReadHeap). The budget itself, and
-// what a node refuses near it, is the node's (package cluster, memory.go).
+// Package memlimit is a node's memory budget: what it is measured against,
+// read from the operating system and the Go runtime (how much memory the
+// process may use, the machine's or its cgroup's limit, for the default
+// budget: Default; the runtime's live heap: ReadHeap), and what a node
+// refuses near it (Budget, see budget.go). It knows the node only through
+// the functions it is given: the replicas' state size, the decisions
+// pending, whether a group holds a client.
 package memlimit
 
 import (

@@ -3,7 +3,8 @@
 // to mean anything. The node reports every answer it gets (any group's raft
 // request, through raftgroup.Config.OnContact, or a forwarded decision);
 // with raft's own view of when each followed leader was last heard from,
-// that is its evidence of which peers it can reach (cluster's Node.cutOff).
+// that is its evidence of which peers it can reach, which Judge (judge.go)
+// weighs against each group's voters.
 package reach
 
 import (

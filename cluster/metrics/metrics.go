@@ -1,19 +1,44 @@
-package cluster
+// Package metrics is a node's Prometheus collector: batch sizes observed
+// as entries are built, calls refused by reason, and, read at scrape time,
+// every group's raft state, the disk, clock and memory guards' readings and
+// the raft port's streams and traffic (port.go). It reads the node through
+// what Source hands it and changes nothing.
+package metrics
 
 import (
 	"errors"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/diskguard"
+	"github.com/quorate/quorate/cluster/errs"
+	"github.com/quorate/quorate/cluster/memlimit"
+	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/transport/raftmux"
+	"github.com/quorate/quorate/transport/raftnet"
 )
 
-// nodeMetrics are the node's Prometheus metrics: batch sizes observed as
+// Source is what the collector reads of its node at scrape time. Groups
+// returns the meta group first (nil before it is open: nothing is
+// collected then); Syncs is called only once the groups are open.
+type Source struct {
+	// Groups returns every group, the meta group first.
+	Groups func() []*raftgroup.Group
+	Status func(*raftgroup.Group) peerrpc.WireGroupStatus // a group as this node's replica sees it
+	Syncs  func() uint64                                  // durable commits of the node's raft log
+	Clock  clock.Clock                                    // the stamp clock (a *clock.Stamp reports how far it holds back)
+	Guard  *clock.Guard                                   // the verdict on the node's clock
+	Disk   *diskguard.Guard                               // the data dir's free space
+	Memory *memlimit.Budget                               // the memory budget
+}
+
+// Collector is the node's Prometheus metrics: batch sizes observed as
 // entries are built, and raft state read from every group at scrape time.
-type nodeMetrics struct {
-	node      *Node
+type Collector struct {
+	src       Source
 	batchSize prometheus.Histogram
 	syncs     *prometheus.Desc
 	state     *prometheus.Desc
@@ -35,9 +60,10 @@ type nodeMetrics struct {
 	memShed   *prometheus.Desc
 }
 
-func newNodeMetrics(n *Node) *nodeMetrics {
-	m := &nodeMetrics{
-		node: n,
+// New returns the collector of the node src reads.
+func New(src Source) *Collector {
+	m := &Collector{
+		src: src,
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "quorate_raft_entry_decisions",
 			Help:    "Decisions carried by each allow log entry this node proposed (group commit batch size).",
@@ -78,8 +104,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	return m
 }
 
-// register adds the metrics to reg; call it once every group is open.
-func (m *nodeMetrics) register(reg prometheus.Registerer) error {
+// Register adds the metrics, and those of the raft port mux and net
+// carry, to reg (nothing if reg is nil); call it once every group is open.
+func (m *Collector) Register(reg prometheus.Registerer, mux *raftmux.Mux, net *raftnet.Net) error {
 	if reg == nil {
 		return nil
 	}
@@ -89,70 +116,73 @@ func (m *nodeMetrics) register(reg prometheus.Registerer) error {
 	if err := reg.Register(m.refusals); err != nil {
 		return err
 	}
-	if err := reg.Register(newPortMetrics(m.node.mux, m.node.net)); err != nil {
+	if err := reg.Register(newPortMetrics(mux, net)); err != nil {
 		return err
 	}
 	return reg.Register(m)
 }
 
-func (m *nodeMetrics) observeBatch(n int) { m.batchSize.Observe(float64(n)) }
+// ObserveBatch records the decisions one allow entry carries (the
+// batcher's observer).
+func (m *Collector) ObserveBatch(n int) { m.batchSize.Observe(float64(n)) }
 
-// refused counts a call refused for err, if err is a refusal (an unknown
+// Refused counts a call refused for err, if err is a refusal (an unknown
 // outcome is not one, whatever ended the attempts to learn it).
-func (m *nodeMetrics) refused(err error) {
+func (m *Collector) Refused(err error) {
 	switch {
-	case errors.Is(err, ErrOutcomeUnknown):
-	case isMemoryRefusal(err):
+	case errors.Is(err, errs.ErrOutcomeUnknown):
+	case memlimit.IsRefusal(err):
 		m.refusals.WithLabelValues("memory").Inc()
-	case errors.Is(err, ErrOverloaded):
+	case errors.Is(err, errs.ErrOverloaded):
 		m.refusals.WithLabelValues("overloaded").Inc()
-	case errors.Is(err, ErrTooManyClients):
+	case errors.Is(err, errs.ErrTooManyClients):
 		m.refusals.WithLabelValues("too_many_clients").Inc()
-	case errors.Is(err, ErrRequestIDsFull):
+	case errors.Is(err, errs.ErrRequestIDsFull):
 		m.refusals.WithLabelValues("request_ids_full").Inc()
-	case errors.Is(err, ErrDiskFull):
+	case errors.Is(err, errs.ErrDiskFull):
 		m.refusals.WithLabelValues("disk_full").Inc()
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.syncs, m.state, m.term, m.applied, m.commit, m.buckets, m.version, m.evicted, m.remember, m.heldBack, m.diskFree, m.diskLow, m.clockSkew, m.clockOff, m.memLive, m.memBudget, m.memShed} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
-	n := m.node
-	if n.meta == nil {
-		return
+func (m *Collector) Collect(ch chan<- prometheus.Metric) {
+	src := m.src
+	groups := src.Groups()
+	if len(groups) == 0 || groups[0] == nil {
+		return // the groups are not open yet
 	}
-	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(n.logs.Syncs()))
-	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(n.diskFree.Load()))
+	ch <- prometheus.MustNewConstMetric(m.syncs, prometheus.CounterValue, float64(src.Syncs()))
+	ch <- prometheus.MustNewConstMetric(m.diskFree, prometheus.GaugeValue, float64(src.Disk.Free()))
 	low := 0.0
-	if n.diskLow.Load() {
+	if src.Disk.Low() {
 		low = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.diskLow, prometheus.GaugeValue, low)
-	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, time.Duration(n.clockSkew.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(m.clockSkew, prometheus.GaugeValue, src.Guard.Skew().Seconds())
 	clockOff := 0.0
-	if n.clockState() != clockInBounds {
+	if src.Guard.State() != clock.InBounds {
 		clockOff = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.clockOff, prometheus.GaugeValue, clockOff)
-	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(n.memoryEstimate()))
-	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(n.opts.MaxMemory))
+	ch <- prometheus.MustNewConstMetric(m.memLive, prometheus.GaugeValue, float64(src.Memory.Estimate()))
+	ch <- prometheus.MustNewConstMetric(m.memBudget, prometheus.GaugeValue, float64(src.Memory.Max()))
 	shed := 0.0
-	if n.memShed.Load() {
+	if src.Memory.Shedding() {
 		shed = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.memShed, prometheus.GaugeValue, shed)
-	if sc, ok := n.opts.Clock.(*clock.Stamp); ok {
+	if sc, ok := src.Clock.(*clock.Stamp); ok {
 		ch <- prometheus.MustNewConstMetric(m.heldBack, prometheus.GaugeValue, sc.HeldBack().Seconds())
 	}
-	for _, g := range append([]*raftgroup.Group{n.meta}, n.groups...) {
-		st := groupStatus(g)
+	for _, g := range groups {
+		st := src.Status(g)
 		ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, raftStateValue(g.Raft.State()), g.ID)
 		ch <- prometheus.MustNewConstMetric(m.term, prometheus.GaugeValue, float64(st.Term), g.ID)
 		ch <- prometheus.MustNewConstMetric(m.applied, prometheus.GaugeValue, float64(st.AppliedIndex), g.ID)

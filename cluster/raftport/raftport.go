@@ -1,28 +1,74 @@
-package cluster
+// Package raftport is the node's side of its raft port (transport/raftmux):
+// the mux's limits and TLS for a node of so many groups (MuxOptions), the
+// address it advertises (Advertised), the stream layers it listens and dials
+// on (Layer: raft traffic, the internal RPC), and the partition table tests
+// cut links with (Partition).
+package raftport
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/transport/peertls"
 	"github.com/quorate/quorate/transport/raftmux"
 )
 
-// streamLayer is a raftmux layer that reports the node's advertised
-// address (what peers must dial, not what it bound) and, in tests, obeys a
+// RaftLayer is the raft port's stream name for every group's raft traffic
+// (transport/raftnet).
+const RaftLayer = "raft"
+
+// MuxOptions configures the raft port: mutual TLS if the node has cluster
+// TLS, and limits that leave room for every peer's streams. A peer opens,
+// per group whose leader it is, a heartbeat stream and up to three for
+// replication (raft's MaxPool), plus up to 64 pooled internal RPC streams:
+// the per-address cap is several times that, and a flood from one address
+// (or of connections that never finish their handshake, from anywhere)
+// cannot take the streams real peers need.
+func MuxOptions(groups int, tls *peertls.Config, logger *slog.Logger) raftmux.Options {
+	perIP := max(raftmux.DefaultMaxStreamsPerIP, 8*(groups+1)+128)
+	mo := raftmux.Options{
+		Logger:          logger.With("component", "raftmux"),
+		MaxStreamsPerIP: perIP,
+		MaxStreams:      max(raftmux.DefaultMaxStreams, 4*perIP),
+	}
+	if tls != nil {
+		mo.TLS = &raftmux.TLS{Server: tls.Server, Client: tls.Client}
+	}
+	return mo
+}
+
+// Advertised is the address peers use: the configured one, or the bound
+// one when the configured port was 0.
+func Advertised(configured string, bound net.Addr) string {
+	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
+		return configured
+	}
+	return bound.String()
+}
+
+// Layer is a raftmux layer that reports the node's advertised address
+// (what peers must dial, not what it bound) and, in tests, obeys a
 // partition table.
-type streamLayer struct {
+type Layer struct {
 	*raftmux.Layer
 	self      string
 	addr      net.Addr
 	partition *Partition
 }
 
-var _ raft.StreamLayer = (*streamLayer)(nil)
+var _ raft.StreamLayer = (*Layer)(nil)
+
+// NewLayer wraps l, a layer of the node whose advertised raft address is
+// self; p (nil in production) cuts its links.
+func NewLayer(l *raftmux.Layer, self string, p *Partition) *Layer {
+	return &Layer{Layer: l, self: self, addr: advertisedAddr(self), partition: p}
+}
 
 type advertisedAddr string
 
@@ -30,17 +76,17 @@ func (a advertisedAddr) Network() string { return "tcp" }
 func (a advertisedAddr) String() string  { return string(a) }
 
 // Addr returns the advertised address.
-func (s *streamLayer) Addr() net.Addr { return s.addr }
+func (s *Layer) Addr() net.Addr { return s.addr }
 
 // Dial implements raft.StreamLayer.
-func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (s *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return s.DialContext(ctx, "tcp", string(address))
 }
 
 // DialContext dials a peer's layer of the same name.
-func (s *streamLayer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+func (s *Layer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	if s.partition.Cut(s.self, addr) {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("partitioned from %s", addr)}
 	}
