@@ -260,7 +260,7 @@ func tierBytes(client string) int64   { return 56 + int64(len(client)) }
 
 // StateBytes estimates the live heap this replica's state takes: buckets,
 // tier assignments and remembered decisions, as of the last applied entry
-// (the node's memory budget counts it; see cluster's memory.go).
+// (the node's memory budget counts it; see cluster/memlimit/budget.go).
 func (f *FSM) StateBytes() int64 { return f.stateBytes.Load() }
 
 // settle publishes the lock-free counters after entries were applied or a
