@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"testing"
 )
 
@@ -24,13 +25,26 @@ const (
 	high = 32768
 )
 
+// given is every port Addr has handed out in this process: a test asks
+// for several addresses before its server binds any (HTTP, raft, gossip),
+// so each must differ from the others, not only be free.
+var (
+	mu    sync.Mutex
+	given = map[int]bool{}
+)
+
 // Addr returns "127.0.0.1:port" for a port that was free for TCP and UDP a
-// moment ago and that the kernel does not hand out on its own.
+// moment ago, that the kernel does not hand out on its own, and that no
+// earlier call in this process returned.
 func Addr(t testing.TB) string {
 	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
 	for range 100 {
-		addr := fmt.Sprintf("127.0.0.1:%d", low+rand.IntN(high-low))
-		if free(addr) {
+		port := low + rand.IntN(high-low)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if !given[port] && free(addr) {
+			given[port] = true
 			return addr
 		}
 	}

@@ -31,3 +31,15 @@ func TestAddrIsFreeAndOutsideTheEphemeralRange(t *testing.T) {
 	}
 	assert.Greater(t, len(seen), 1, "Addr must not return one port every time")
 }
+
+// No port is handed out twice, even though every one is free again once
+// the caller has let it go: a server given an HTTP and a raft address from
+// two calls must never be told one port for both.
+func TestAddrNeverRepeatsAPort(t *testing.T) {
+	seen := map[string]bool{}
+	for range 2_000 {
+		addr := Addr(t)
+		require.False(t, seen[addr], "%s handed out twice", addr)
+		seen[addr] = true
+	}
+}

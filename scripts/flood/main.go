@@ -143,7 +143,9 @@ func hello(ctx context.Context, target string, src netip.Addr, rate int) (report
 			for range tickets {
 				c, err := d.DialContext(ctx, "tcp", target)
 				if err != nil {
-					failed.Add(1)
+					if ctx.Err() == nil { // a dial cut by the attack's end is not the node's refusal
+						failed.Add(1)
+					}
 					continue
 				}
 				dials.Add(1)
@@ -201,7 +203,9 @@ func hold(ctx context.Context, target string, src netip.Addr, sources, conns int
 			for ctx.Err() == nil {
 				c, err := d.DialContext(ctx, "tcp", target)
 				if err != nil {
-					failed.Add(1)
+					if ctx.Err() == nil {
+						failed.Add(1)
+					}
 					select {
 					case <-ctx.Done():
 					case <-time.After(100 * time.Millisecond):
