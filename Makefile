@@ -88,7 +88,7 @@ id-window: ## Request ids at one group's top rate for 130 s (past their 2-minute
 	./scripts/idwindow.sh
 
 .PHONY: flood
-flood: ## The connection attacks against a throwaway secure 3-node cluster: ClientHello replay at RATE/s (4,000) on a raft port, CONNS (19,900) idle HTTP connections, GOSSIP_CONNS (1,000) oversized streams on a gossip port.
+flood: ## The connection attacks against a throwaway secure 3-node cluster: ClientHello replay at RATE/s (4,000) on a raft port, CONNS (20,000) idle HTTP connections, GOSSIP_CONNS (1,000) oversized streams on a gossip port.
 	./scripts/flood.sh
 
 .PHONY: client-memory

@@ -1,9 +1,6 @@
 package fsm
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // recordMap holds the clients' records (ClientRecord) compactly: the
 // strings of a record (who acted, the tier assigned) are few across a
@@ -85,14 +82,11 @@ func (m *recordMap) deleteIf(drop func(client string, r ClientRecord) bool) int 
 // freeze hands h the records as they are now, with a copy of the strings
 // their ids stand for (see tierMap.freeze).
 func (m *recordMap) freeze(h *snapshotHold) frozenRecords {
-	return frozenRecords{m: m.m.freeze(h), names: slices.Clone(m.names.names)}
+	return frozenRecords{m: m.m.freeze(h), names: slices.Clone(m.names.names), expand: expandRecord}
 }
 
 // frozenRecords is the records a snapshot holds.
-type frozenRecords struct {
-	m     frozenMap[compactRecord]
-	names []string
-}
+type frozenRecords = frozenInterned[compactRecord, ClientRecord]
 
 // frozenRecordsOf builds the frozenRecords of a decoded snapshot, in one
 // part.
@@ -102,24 +96,5 @@ func frozenRecordsOf(records map[string]ClientRecord) frozenRecords {
 	for client, r := range records {
 		one[client] = names.compact(r)
 	}
-	return frozenRecords{m: frozenMap[compactRecord]{one}, names: names.names}
-}
-
-func (f frozenRecords) len() int { return f.m.len() }
-
-// each calls fn for every record, in no particular order.
-func (f frozenRecords) each(fn func(client string, r ClientRecord)) {
-	for _, part := range f.m {
-		for client, c := range part {
-			fn(client, expandRecord(c, f.names))
-		}
-	}
-}
-
-// sorted returns every record in client order.
-func (f frozenRecords) sorted() []entry[ClientRecord] {
-	out := make([]entry[ClientRecord], 0, f.len())
-	f.each(func(client string, r ClientRecord) { out = append(out, entry[ClientRecord]{client, r}) })
-	slices.SortFunc(out, func(a, b entry[ClientRecord]) int { return strings.Compare(a.k, b.k) })
-	return out
+	return frozenRecords{m: frozenMap[compactRecord]{one}, names: names.names, expand: expandRecord}
 }

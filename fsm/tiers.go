@@ -1,10 +1,6 @@
 package fsm
 
-import (
-	"hash/maphash"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // tierMap holds the clients' tier assignments. A million clients are
 // assigned to a handful of tiers, so each client holds a 4-byte id of an
@@ -54,65 +50,13 @@ func (m *tierMap) delete(client string) {
 // another tier, but not in the snapshot. The copy is one string header per
 // name in use.
 func (m *tierMap) freeze(h *snapshotHold) frozenTiers {
-	return frozenTiers{ids: m.ids.freeze(h), names: slices.Clone(m.names.names)}
+	return frozenTiers{m: m.ids.freeze(h), names: slices.Clone(m.names.names), expand: tierName}
 }
 
-// internTable interns the strings a map of clients holds many copies of
-// (tier names, actors), counting the uses of each. Ids are handed out in
-// apply order, so replicas agree on them, though nothing outside the
-// table's map ever sees one.
-type internTable struct {
-	byName map[string]uint32
-	names  []string // by id; "" for a free id
-	refs   []uint32 // by id
-	free   []uint32
-	peak   int // the most names held since byName was built
-}
+// frozenTiers is the tier assignments a snapshot holds.
+type frozenTiers = frozenInterned[uint32, string]
 
-func newInternTable() internTable { return internTable{byName: map[string]uint32{}} }
-
-func (t *internTable) acquire(name string) uint32 {
-	if id, ok := t.byName[name]; ok {
-		t.refs[id]++
-		return id
-	}
-	var id uint32
-	if n := len(t.free); n > 0 {
-		id, t.free = t.free[n-1], t.free[:n-1]
-		t.names[id], t.refs[id] = name, 1
-	} else {
-		id = uint32(len(t.names))
-		t.names, t.refs = append(t.names, name), append(t.refs, 1)
-	}
-	t.byName[name] = id
-	t.peak = max(t.peak, len(t.byName))
-	return id
-}
-
-func (t *internTable) release(id uint32) {
-	if t.refs[id]--; t.refs[id] > 0 {
-		return
-	}
-	delete(t.byName, t.names[id])
-	t.names[id] = ""
-	t.free = append(t.free, id)
-	// Go maps never give memory back: rebuild the index once it holds a
-	// quarter of its peak (ids stay as they are).
-	if t.peak >= shrinkMin && len(t.byName) <= t.peak/4 {
-		m := make(map[string]uint32, len(t.byName))
-		for k, v := range t.byName {
-			m[k] = v
-		}
-		t.byName, t.peak = m, len(m)
-	}
-}
-
-// frozenTiers is the tier assignments a snapshot holds: ids by client, and
-// the names of the ids as the snapshot was taken.
-type frozenTiers struct {
-	ids   frozenMap[uint32]
-	names []string
-}
+func tierName(id uint32, names []string) string { return names[id] }
 
 // frozenTiersOf builds the frozenTiers of a decoded snapshot, in one part.
 func frozenTiersOf(m map[string]string) frozenTiers {
@@ -121,36 +65,5 @@ func frozenTiersOf(m map[string]string) frozenTiers {
 	for client, tier := range m {
 		ids[client] = names.acquire(tier)
 	}
-	return frozenTiers{ids: frozenMap[uint32]{ids}, names: names.names}
-}
-
-func (t frozenTiers) len() int { return t.ids.len() }
-
-// each calls fn for every assignment, in no particular order.
-func (t frozenTiers) each(fn func(client, tier string)) {
-	for _, m := range t.ids {
-		for client, id := range m {
-			fn(client, t.names[id])
-		}
-	}
-}
-
-// sorted returns every assignment in client order.
-func (t frozenTiers) sorted() []entry[string] {
-	out := make([]entry[string], 0, t.len())
-	t.each(func(client, tier string) { out = append(out, entry[string]{client, tier}) })
-	slices.SortFunc(out, func(a, b entry[string]) int { return strings.Compare(a.k, b.k) })
-	return out
-}
-
-// get returns client's tier ("" if none).
-func (t frozenTiers) get(client string) string {
-	part := t.ids[0] // a decoded snapshot's one part
-	if len(t.ids) == cowShards {
-		part = t.ids[maphash.String(cowSeed, client)%cowShards]
-	}
-	if id, ok := part[client]; ok {
-		return t.names[id]
-	}
-	return ""
+	return frozenTiers{m: frozenMap[uint32]{ids}, names: names.names, expand: tierName}
 }
