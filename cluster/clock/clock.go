@@ -72,3 +72,28 @@ func (c *Manual) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // Advance moves the clock by d.
 func (c *Manual) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// Stepping is a Clock for tests of clocks that jump: its wall clock can
+// step on its own (Step) while its monotonic clock only advances (Advance
+// moves both), as a real host's do. It starts at ManualStart.
+type Stepping struct{ wall, mono atomic.Int64 }
+
+// NewStepping returns a Stepping clock at ManualStart.
+func NewStepping() *Stepping {
+	c := &Stepping{}
+	c.wall.Store(ManualStart.UnixNano())
+	return c
+}
+
+// Now returns the wall clock's time.
+func (c *Stepping) Now() time.Time { return time.Unix(0, c.wall.Load()) }
+
+// Since measures elapsed time by the monotonic clock, from the clock's
+// creation: the stamp clock only asks about its first reading, taken then.
+func (c *Stepping) Since(time.Time) time.Duration { return time.Duration(c.mono.Load()) }
+
+// Advance moves both clocks by d.
+func (c *Stepping) Advance(d time.Duration) { c.wall.Add(int64(d)); c.mono.Add(int64(d)) }
+
+// Step moves the wall clock alone by d (a step of the host's clock).
+func (c *Stepping) Step(d time.Duration) { c.wall.Add(int64(d)) }

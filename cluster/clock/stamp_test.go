@@ -1,7 +1,6 @@
 package clock
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,29 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// steppingClock has a wall clock that can step on its own and a monotonic
-// clock that only advances, like a real host's.
-type steppingClock struct {
-	wall, mono atomic.Int64
-}
-
-func newSteppingClock() *steppingClock {
-	c := &steppingClock{}
-	c.wall.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *steppingClock) Now() time.Time { return time.Unix(0, c.wall.Load()) }
-
-// Since measures elapsed time by the monotonic clock, from the clock's
-// creation: the stamp clock only asks about its first reading, taken then.
-func (c *steppingClock) Since(time.Time) time.Duration { return time.Duration(c.mono.Load()) }
-
-func (c *steppingClock) Advance(d time.Duration) { c.wall.Add(int64(d)); c.mono.Add(int64(d)) }
-func (c *steppingClock) Step(d time.Duration)    { c.wall.Add(int64(d)) }
-
 func TestStampClockHoldsBackForwardSteps(t *testing.T) {
-	base := newSteppingClock()
+	base := NewStepping()
 	var warned []time.Duration
 	c := NewStamp(base, func(ahead time.Duration) { warned = append(warned, ahead) })
 	start := base.Now()
@@ -58,7 +36,7 @@ func TestStampClockHoldsBackForwardSteps(t *testing.T) {
 // fault suite's clock-restart-ahead on a node, then clock-jump-ahead on the
 // same node, found stamps 2 s ahead).
 func TestStampClockRebasesToAClockFoundInBounds(t *testing.T) {
-	base := newSteppingClock()
+	base := NewStepping()
 	c := NewStamp(base, nil)
 	started := base.Now() // 2 s ahead of the others, say
 	base.Step(-2 * time.Second)
