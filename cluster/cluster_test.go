@@ -212,7 +212,7 @@ func (tc *testCluster) waitStable(voters int) {
 			}
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "cluster never became stable with %d voters per group", want)
+	}, 60*time.Second, 20*time.Millisecond, "cluster never became stable with %d voters per group", want) // a bound, not a wait: generous for machines running other tests
 }
 
 // leaderOfClient returns the index of the node serving client's group.

@@ -56,10 +56,16 @@ func descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	return d
 }
 
+// setTier sets tier's policy through n. Right after a cluster starts, a
+// group's leadership may still move, and a change then fails (not the
+// leader, or an outcome unknown); setting a tier is idempotent, so the
+// setup tries again rather than fail the test on the cluster's start.
 func setTier(t *testing.T, n *cluster.Node, tier string, p bucket.Policy) {
 	t.Helper()
-	_, err := n.ChangeConfig(t.Context(), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: tier, Policy: p})
-	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := n.ChangeConfig(t.Context(), fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: tier, Policy: p})
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "could not set tier %s", tier)
 }
 
 // Every field Envoy reads, through a real gRPC client and a real node: the
@@ -276,8 +282,11 @@ func TestShouldRateLimitWhenTwoOfThreeNodesDie(t *testing.T) {
 	require.Eventually(t, func() bool { return nodes[0].ClusterVersion() >= fsm.ClusterVersionPolicies }, 20*time.Second, 10*time.Millisecond)
 	setTier(t, nodes[0], "open", bucket.Policy{Capacity: 5, Rate: bucket.Scale, WhenUnavailable: bucket.AllowDegraded})
 	setTier(t, nodes[0], "closed", bucket.Policy{Capacity: 5, Rate: bucket.Scale})
-	require.NoError(t, nodes[0].SetClientTier(ctx, "api/user=o", "open", "ops"))
-	require.NoError(t, nodes[0].SetClientTier(ctx, "api/user=c", "closed", "ops"))
+	for client, tier := range map[string]string{"api/user=o": "open", "api/user=c": "closed"} {
+		// Idempotent, so tried again across a leadership change, as setTier is.
+		require.Eventually(t, func() bool { return nodes[0].SetClientTier(ctx, client, tier, "ops") == nil },
+			20*time.Second, 10*time.Millisecond, "could not assign %s", client)
+	}
 	require.Eventually(t, func() bool { // what the survivor's replicas will answer by
 		o, _ := nodes[0].PolicyOf("api/user=o")
 		c, _ := nodes[0].PolicyOf("api/user=c")
