@@ -15,6 +15,8 @@
 # their futures; and by the log caches of idle groups.
 # Stops only the node it started, by PID.
 #   CLIENTS=1000000 scripts/clientmem.sh        (make client-memory)
+#   HEAP_PROFILE=heap.pb.gz also saves the heap profile after reclaim
+#   (go tool pprof -top heap.pb.gz says what is still held).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
