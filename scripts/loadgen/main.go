@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +128,7 @@ func run(args []string, stdout io.Writer) error {
 	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
 	requestIDs := fs.Bool("request-ids", false, "mode quorate: give every decision a request id of its own (what the group remembers for two minutes)")
 	ledgerURLs := fs.String("ledger", "", "comma-separated debug listener URLs of the nodes (--debug-addr), one per -pids entry in the same order: profile them over the middle half of the run and report the cost ledger, CPU per decision by stage")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile over the run to this file (what the caller's side costs, as in the client rows)")
 	token := fs.String("token", os.Getenv("QUORATE_TOKEN"), "quorate API token (decide role; read for -metrics), sent as a bearer token; default $QUORATE_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -191,6 +193,17 @@ func run(args []string, stdout io.Writer) error {
 		if err := loopback.CheckURL(u); err != nil {
 			return fmt.Errorf("target %w; loadgen only drives local servers", err)
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := load(cfg)
 	if err != nil {
