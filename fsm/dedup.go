@@ -152,6 +152,10 @@ type originMark struct {
 	at  int64
 }
 
+// past reports whether no retry can need m any more at group time now
+// (see originMarkLife).
+func (m originMark) past(now int64) bool { return m.at < now-originMarkLife }
+
 // forget records that the decision of origin o was forgotten at group time
 // now.
 func (f *FSM) forget(o uint64, now int64) {
@@ -174,7 +178,7 @@ func (f *FSM) mayHaveForgotten(o uint64) bool {
 // marksExpired reports whether pruneMarks(now) would drop a mark.
 func (f *FSM) marksExpired(now int64) bool {
 	for _, m := range f.marks {
-		if m.at < now-originMarkLife {
+		if m.past(now) {
 			return true
 		}
 	}
@@ -186,7 +190,7 @@ func (f *FSM) marksExpired(now int64) bool {
 // cannot change the outcome.
 func (f *FSM) pruneMarks(now int64) {
 	for e, m := range f.marks {
-		if m.at < now-originMarkLife {
+		if m.past(now) {
 			delete(f.marks, e)
 		}
 	}

@@ -143,19 +143,15 @@ func (m *idMemory) put(d idDigest, client, id string, named bool, dec Decision, 
 // returns how many it forgot.
 func (m *idMemory) expire(now int64) int {
 	n := 0
-	for m.count > 0 {
-		c := &m.chunks[0]
-		r, _ := decodeIDRecord(c.b[m.head:])
-		if r.decision.Stamp >= now-m.window {
-			break
-		}
+	for m.expired(now) {
 		m.dropOldest()
 		n++
 	}
 	return n
 }
 
-// expired reports whether expire(now) would forget anything.
+// expired reports whether the oldest record is older than the window at
+// group time now: whether expire(now) would forget anything.
 func (m *idMemory) expired(now int64) bool {
 	if m.count == 0 {
 		return false

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -49,9 +50,7 @@ func (t *internTable) release(id uint32) {
 	// quarter of its peak (ids stay as they are).
 	if t.peak >= shrinkMin && len(t.byName) <= t.peak/4 {
 		m := make(map[string]uint32, len(t.byName))
-		for k, v := range t.byName {
-			m[k] = v
-		}
+		maps.Copy(m, t.byName)
 		t.byName, t.peak = m, len(m)
 	}
 }
