@@ -56,6 +56,8 @@ type report struct {
 	Dials      int64   `json:"dials"`
 	DialErrors int64   `json:"dial_errors"`
 	PerSecond  float64 `json:"dials_per_second"`
+	// FirstDialError says why the first failed dial failed.
+	FirstDialError string `json:"first_dial_error,omitempty"`
 	// Held is, for idle, the most connections open at once; Closed how
 	// many of them the node closed.
 	Held   int64 `json:"most_held,omitempty"`
@@ -133,7 +135,8 @@ func hello(ctx context.Context, target string, src netip.Addr, rate int) (report
 		return report{}, err
 	}
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: time.Second}
-	var dials, failed atomic.Int64
+	var dials atomic.Int64
+	var failed dialFailures
 	// Workers take tickets at the rate; each ticket is one connection.
 	const workers = 256
 	tickets := make(chan struct{}, workers)
@@ -143,8 +146,8 @@ func hello(ctx context.Context, target string, src netip.Addr, rate int) (report
 			for range tickets {
 				c, err := d.DialContext(ctx, "tcp", target)
 				if err != nil {
-					if ctx.Err() == nil { // a dial cut by the attack's end is not the node's refusal
-						failed.Add(1)
+					if !ended(ctx) { // a dial cut by the attack's end is not the node's refusal
+						failed.add(err)
 					}
 					continue
 				}
@@ -177,17 +180,15 @@ loop:
 	close(tickets)
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	return report{Seconds: secs, Dials: dials.Load(), DialErrors: failed.Load(), PerSecond: float64(dials.Load()) / secs}, nil
+	return failed.fill(report{Seconds: secs, Dials: dials.Load(), PerSecond: float64(dials.Load()) / secs}), nil
 }
 
-// idle holds conns connections to target, each after one GET /healthz,
-// spread over sources addresses from src; one the node closes is opened
-// again until ctx ends.
 // hold keeps conns connections to target open, spread over sources
 // addresses from src, each run by keep until the node closes it (then it
 // is opened again) or ctx ends.
 func hold(ctx context.Context, target string, src netip.Addr, sources, conns int, keep func(context.Context, net.Conn, *atomic.Int64)) (report, error) {
-	var dials, failed, held, most, closed atomic.Int64
+	var dials, held, most, closed atomic.Int64
+	var failed dialFailures
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range conns {
@@ -203,8 +204,8 @@ func hold(ctx context.Context, target string, src netip.Addr, sources, conns int
 			for ctx.Err() == nil {
 				c, err := d.DialContext(ctx, "tcp", target)
 				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
+					if !ended(ctx) {
+						failed.add(err)
 					}
 					select {
 					case <-ctx.Done():
@@ -223,8 +224,39 @@ func hold(ctx context.Context, target string, src netip.Addr, sources, conns int
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	return report{Seconds: secs, Dials: dials.Load(), DialErrors: failed.Load(), PerSecond: float64(dials.Load()) / secs,
-		Held: most.Load(), Closed: closed.Load()}, nil
+	return failed.fill(report{Seconds: secs, Dials: dials.Load(), PerSecond: float64(dials.Load()) / secs,
+		Held: most.Load(), Closed: closed.Load()}), nil
+}
+
+// dialFailures counts failed dials and keeps the first one's error.
+type dialFailures struct {
+	n     atomic.Int64
+	first atomic.Pointer[string]
+}
+
+func (f *dialFailures) add(err error) {
+	f.n.Add(1)
+	msg := err.Error()
+	f.first.CompareAndSwap(nil, &msg)
+}
+
+func (f *dialFailures) fill(r report) report {
+	r.DialErrors = f.n.Load()
+	if p := f.first.Load(); p != nil {
+		r.FirstDialError = *p
+	}
+	return r
+}
+
+// ended reports whether the attack is over. A dial's own deadline is the
+// context's, and the poller may fire it a moment before the context
+// counts itself done: such a dial was cut by the end, not refused.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // holdIdle sends one GET /healthz on c and then keeps c open without a
