@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/quorate/quorate/server/envoyrls"
 
 	"github.com/quorate/quorate/internal/freeport"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 // quorate serve --grpc-addr answers Envoy's ShouldRateLimit, sharing the
@@ -42,6 +47,31 @@ func TestServeGRPC(t *testing.T) {
 	v, err = c.GetClient(context.Background(), "web/remote_address=10.0.0.1")
 	require.NoError(t, err)
 	assert.Equal(t, "pro", v.AssignedTier)
+	require.NoError(t, stop())
+}
+
+// The largest request the service takes (MaxDescriptors descriptors with
+// client ids near their longest) is several times gRPC's default 64 KiB
+// window: the node's fixed receive windows still let all of it in, and
+// every descriptor is answered.
+func TestServeGRPCAnswersTheLargestRequest(t *testing.T) {
+	grpcAddr := freeport.Addr(t)
+	_, _, stop := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--grpc-addr", grpcAddr)
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	req := &rlsv3.RateLimitRequest{Domain: "web"}
+	pad := strings.Repeat("v", 230)
+	for i := range envoyrls.MaxDescriptors {
+		req.Descriptors = append(req.Descriptors, &ratelimitv3.RateLimitDescriptor{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: fmt.Sprintf("%04d%s", i, pad)}},
+		})
+	}
+	require.Greater(t, proto.Size(req), 3*64<<10, "several default windows")
+	r, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode())
+	assert.Len(t, r.GetStatuses(), envoyrls.MaxDescriptors)
 	require.NoError(t, stop())
 }
 
