@@ -3,42 +3,22 @@ package versions
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/cluster/raftgroup/raftgrouptest"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/raftlog"
 )
-
-// openGroup starts group id with node n1 as its only voter, on raft's
-// in-memory transport and a bolt store in a temporary directory, and waits
-// until it serves.
-func openGroup(t *testing.T, id string) *raftgroup.Group {
-	t.Helper()
-	dir := t.TempDir()
-	var bolt raftlog.Bolt
-	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
-	require.NoError(t, err)
-	addr, trans := raft.NewInmemTransport("")
-	g, err := raftgroup.Open(raftgroup.Config{ID: id, Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr,
-		Trans: trans, Timings: raftgroup.LoopbackTimings, Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = g.Close() })
-	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "group %s never served", id)
-	return g
-}
 
 // gate is node n1's gate over a meta and a data group it alone votes in,
 // with members as gossip's view (n1 itself need not be in it).
 func gate(t *testing.T, members map[string]membership.Member) (*Gate, *raftgroup.Group, *raftgroup.Group) {
-	meta, data := openGroup(t, "meta"), openGroup(t, "0")
+	meta, data := raftgrouptest.Single(t, "meta", 0), raftgrouptest.Single(t, "0", 0)
 	return &Gate{
 		Self:       "n1",
 		Max:        fsm.MaxClusterVersion,

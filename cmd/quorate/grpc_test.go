@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/server/envoyrls"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/freeport"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -21,15 +22,22 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// quorate serve --grpc-addr answers Envoy's ShouldRateLimit, sharing the
-// buckets of the HTTP API, and stops with the node.
-func TestServeGRPC(t *testing.T) {
+// serveGRPC starts a node with --grpc-addr and returns its HTTP client, a
+// rate-limit service client of its gRPC address, and its stop.
+func serveGRPC(t *testing.T) (*client.Node, rlsv3.RateLimitServiceClient, func() error) {
+	t.Helper()
 	grpcAddr := freeport.Addr(t)
 	c, _, stop := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--grpc-addr", grpcAddr)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
+	t.Cleanup(func() { conn.Close() })
+	return c, rlsv3.NewRateLimitServiceClient(conn), stop
+}
+
+// quorate serve --grpc-addr answers Envoy's ShouldRateLimit, sharing the
+// buckets of the HTTP API, and stops with the node.
+func TestServeGRPC(t *testing.T) {
+	c, rls, stop := serveGRPC(t)
 	req := &rlsv3.RateLimitRequest{Domain: "web", HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
 	}}
@@ -55,11 +63,7 @@ func TestServeGRPC(t *testing.T) {
 // window: the node's fixed receive windows still let all of it in, and
 // every descriptor is answered.
 func TestServeGRPCAnswersTheLargestRequest(t *testing.T) {
-	grpcAddr := freeport.Addr(t)
-	_, _, stop := startServe(t, "--data-dir", filepath.Join(t.TempDir(), "d"), "--grpc-addr", grpcAddr)
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
+	_, rls, stop := serveGRPC(t)
 	req := &rlsv3.RateLimitRequest{Domain: "web"}
 	pad := strings.Repeat("v", 230)
 	for i := range envoyrls.MaxDescriptors {
@@ -68,7 +72,7 @@ func TestServeGRPCAnswersTheLargestRequest(t *testing.T) {
 		})
 	}
 	require.Greater(t, proto.Size(req), 3*64<<10, "several default windows")
-	r, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), req)
+	r, err := rls.ShouldRateLimit(context.Background(), req)
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode())
 	assert.Len(t, r.GetStatuses(), envoyrls.MaxDescriptors)

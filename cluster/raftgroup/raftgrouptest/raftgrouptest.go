@@ -1,0 +1,35 @@
+// Package raftgrouptest starts real raft groups for the tests of the
+// packages built on raftgroup: a group whose only voter is this node, on
+// raft's in-memory transport and a bolt log in a temporary directory.
+package raftgrouptest
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/cluster/raftgroup"
+	"github.com/quorate/quorate/raftlog"
+)
+
+// Single starts group id (at index) with node n1 as its only voter, waits
+// until it serves, and closes it when the test ends.
+func Single(t testing.TB, id string, index int) *raftgroup.Group {
+	t.Helper()
+	dir := t.TempDir()
+	var bolt raftlog.Bolt
+	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
+	require.NoError(t, err)
+	addr, trans := raft.NewInmemTransport("")
+	g, err := raftgroup.Open(raftgroup.Config{ID: id, Index: index, Bootstrap: true, Dir: dir, Store: store, NodeID: "n1",
+		Addr: addr, Trans: trans, Timings: raftgroup.LoopbackTimings,
+		Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "group %s never served", id)
+	return g
+}
