@@ -20,16 +20,29 @@ import (
 // until it serves, and closes it when the test ends.
 func Single(t testing.TB, id string, index int) *raftgroup.Group {
 	t.Helper()
+	g := open(t, id, index, true)
+	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "group %s never served", id)
+	return g
+}
+
+// Waiting starts group id (at index) on node n1 without bootstrapping it:
+// a replica waiting to be added, which knows no leader.
+func Waiting(t testing.TB, id string, index int) *raftgroup.Group {
+	t.Helper()
+	return open(t, id, index, false)
+}
+
+func open(t testing.TB, id string, index int, bootstrap bool) *raftgroup.Group {
+	t.Helper()
 	dir := t.TempDir()
 	var bolt raftlog.Bolt
 	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
 	require.NoError(t, err)
 	addr, trans := raft.NewInmemTransport("")
-	g, err := raftgroup.Open(raftgroup.Config{ID: id, Index: index, Bootstrap: true, Dir: dir, Store: store, NodeID: "n1",
+	g, err := raftgroup.Open(raftgroup.Config{ID: id, Index: index, Bootstrap: bootstrap, Dir: dir, Store: store, NodeID: "n1",
 		Addr: addr, Trans: trans, Timings: raftgroup.LoopbackTimings,
 		Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
-	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "group %s never served", id)
 	return g
 }
