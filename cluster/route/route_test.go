@@ -31,17 +31,19 @@ func router(t *testing.T, members map[string]membership.Member, groups ...*raftg
 	}
 }
 
-func leads(index int) []bool {
-	l := make([]bool, index+1)
-	l[index] = true
-	return l
+// leader is member id in state, at raftAddr and httpAddr, claiming to
+// lead the group at index.
+func leader(id string, state membership.State, raftAddr, httpAddr string, index int) membership.Member {
+	leads := make([]bool, index+1)
+	leads[index] = true
+	return membership.Member{State: state, Leads: leads, Meta: membership.Meta{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr}}
 }
 
 func TestLeaderOfIsSelfRaftOrGossip(t *testing.T) {
 	served := raftgrouptest.Single(t, "0", 0)
 	waiting := raftgrouptest.Waiting(t, "1", 1)
 	members := map[string]membership.Member{
-		"n2": {State: membership.Dead, Leads: leads(1), Meta: membership.Meta{ID: "n2", RaftAddr: "10.0.0.2:7071"}},
+		"n2": leader("n2", membership.Dead, "10.0.0.2:7071", "", 1),
 	}
 	r := router(t, members, served, waiting)
 
@@ -53,7 +55,7 @@ func TestLeaderOfIsSelfRaftOrGossip(t *testing.T) {
 	assert.False(t, self)
 	assert.Empty(t, addr, "a dead member's claim is not a leader")
 
-	members["n3"] = membership.Member{State: membership.Alive, Leads: leads(1), Meta: membership.Meta{ID: "n3", RaftAddr: "10.0.0.3:7071"}}
+	members["n3"] = leader("n3", membership.Alive, "10.0.0.3:7071", "", 1)
 	_, addr = r.LeaderOf(waiting)
 	assert.Equal(t, "10.0.0.3:7071", addr, "a replica without a leader learns it from gossip")
 
@@ -67,8 +69,7 @@ func TestRoutesNameEachLeadersHTTPAddress(t *testing.T) {
 	waiting := raftgrouptest.Waiting(t, "1", 1)
 	unknown := raftgrouptest.Waiting(t, "2", 2)
 	members := map[string]membership.Member{
-		"n3": {State: membership.Alive, Leads: leads(1),
-			Meta: membership.Meta{ID: "n3", RaftAddr: "10.0.0.3:7071", HTTPAddr: "10.0.0.3:7070"}},
+		"n3": leader("n3", membership.Alive, "10.0.0.3:7071", "10.0.0.3:7070", 1),
 	}
 	r := router(t, members, served, waiting, unknown)
 	rt := r.Routes([]*raftgroup.Group{served, waiting, unknown}, "10.0.0.1:7070")
@@ -82,7 +83,7 @@ func TestAtLeaderRunsWhereTheGroupIsServed(t *testing.T) {
 	served := raftgrouptest.Single(t, "0", 0)
 	waiting := raftgrouptest.Waiting(t, "1", 1)
 	members := map[string]membership.Member{
-		"n3": {State: membership.Alive, Leads: leads(1), Meta: membership.Meta{ID: "n3", RaftAddr: "10.0.0.3:7071"}},
+		"n3": leader("n3", membership.Alive, "10.0.0.3:7071", "", 1),
 	}
 	r := router(t, members, served, waiting)
 	r.Reach.Contact("10.0.0.3:7071") // heard from just now: not silent

@@ -29,10 +29,11 @@ func checkGRPCAddr(addr string, sec *apiSecurity, insecure bool) error {
 		"give --auth-file (a decide token for Envoy: quorate token new --role decide), or --insecure to run without protection", addr)}
 }
 
-// grpcWindow is each gRPC stream's and connection's receive window: the
-// largest request (grpc.MaxRecvMsgSize), and all a connection may have
-// sent that the node has not read.
-const grpcWindow = 1 << 20
+// grpcMaxRequest is the largest request the service reads (a request of
+// MaxDescriptors long descriptors fits), and each stream's and
+// connection's fixed receive window: all a connection may have sent that
+// the node has not read.
+const grpcMaxRequest = 1 << 20
 
 // grpcServer is the Envoy rate-limit service of a running node.
 type grpcServer struct {
@@ -51,16 +52,16 @@ func startGRPC(addr string, node *cluster.Node, sec *apiSecurity, reg prometheus
 	}
 	ln := newLimitListener(raw, caps)
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(1 << 20), // a request of MaxDescriptors long descriptors fits
+		grpc.MaxRecvMsgSize(grpcMaxRequest),
 		grpc.ConnectionTimeout(10 * time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
-		// Fixed receive windows: requests are small, and a window that
-		// grows by bandwidth-delay estimation costs a PING round trip
-		// each time data arrives after the last one was answered, which
-		// at a few thousand calls a second per connection is nearly one
-		// per call (see the README's gRPC figures).
-		grpc.InitialWindowSize(grpcWindow),
-		grpc.InitialConnWindowSize(grpcWindow),
+		// Fixed receive windows instead of grpc-go's, which grow by
+		// bandwidth-delay estimation (a PING per burst) up to 16 MiB a
+		// connection: requests are small, and a fixed window bounds what
+		// one connection can make the node buffer (the README's gRPC
+		// figures have what it measured).
+		grpc.InitialWindowSize(grpcMaxRequest),
+		grpc.InitialConnWindowSize(grpcMaxRequest),
 	}
 	if sec.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls.Clone())))

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorate/quorate/server/envoyrls"
-
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/freeport"
+	"github.com/quorate/quorate/server/envoyrls"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
