@@ -137,18 +137,24 @@ func hello(ctx context.Context, target string, src netip.Addr, rate int) (report
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: time.Second}
 	var dials atomic.Int64
 	var failed dialFailures
-	// Workers take tickets at the rate; each ticket is one connection.
+	// Workers take tickets at the rate; each ticket is one connection. A
+	// dial begun before the attack's end is let finish (within the
+	// dialer's timeout), so each one is counted once, as a connection or
+	// as the node's refusal, never lost between the two when the end cuts
+	// a connect the node had already accepted.
 	const workers = 256
 	tickets := make(chan struct{}, workers)
+	dialCtx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for range tickets {
-				c, err := d.DialContext(ctx, "tcp", target)
+				if ctx.Err() != nil {
+					continue // tickets queued when the attack ended are dropped
+				}
+				c, err := d.DialContext(dialCtx, "tcp", target)
 				if err != nil {
-					if !ended(ctx) { // a dial cut by the attack's end is not the node's refusal
-						failed.add(err)
-					}
+					failed.add(err)
 					continue
 				}
 				dials.Add(1)
