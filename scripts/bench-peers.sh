@@ -12,7 +12,10 @@
 #                      from GET /v1/routes), coalesced and not
 #   quorate-1 client   the first store's node through the Go client, coalesced and not
 #   ..., gRPC          the first store's node and the 3-node cluster through the
-#                      Envoy rate-limit service (serve --grpc-addr), as Envoy calls it
+#                      Envoy rate-limit service (serve --grpc-addr), as Envoy calls it;
+#                      over 10,000 keys each gRPC run follows an HTTP run of the same
+#                      workload on the same nodes, PAIRS times, and the table shows
+#                      the median run of each and the gRPC/HTTP ratio run by run
 # and with PEERS=1 also the limiters one would pick instead, installed when
 # missing (Debian's redis-server with apt-get; gubernator with go install):
 #   redis              Redis 7, one node, AOF with appendfsync always, a Lua token bucket
@@ -32,7 +35,8 @@
 #   PEERS=1 DURATION=8s scripts/bench-peers.sh
 #
 # Knobs: DURATION (8s per run), CONNS ("64 8"), KEYSPACES ("10000 1"),
-# CLIENT_CONNS (64 goroutines in the client rows),
+# CLIENT_CONNS (64 goroutines in the client rows), PAIRS (3: HTTP and gRPC
+# runs alternated; one 8 s run here varies by about 10% from the next),
 # BATCH_CONNS (16), BATCH (1000), PEERS (0), RESULTS (JSON file), QUORATE_ARGS
 # (extra serve flags for every node), LOG_STORES ("shared boltdb"; "default"
 # passes no --log-store, for binaries that lack the flag), SECURITY_MODES
@@ -56,6 +60,7 @@ KEYSPACES=${KEYSPACES:-10000 1}
 BATCH_CONNS=${BATCH_CONNS:-16}
 BATCH=${BATCH:-1000}
 CLIENT_CONNS=${CLIENT_CONNS:-64}
+PAIRS=${PAIRS:-3}
 PEERS=${PEERS:-0}
 LOG_STORES=${LOG_STORES:-shared boltdb}
 SECURITY_MODES=${SECURITY_MODES:-tls insecure}
@@ -146,12 +151,23 @@ measure() {
 }
 
 # workloads LABEL MODE TARGETS PIDS METRICS [batch]: every CONNS x KEYSPACES
-# run, and the batch run when asked.
+# run, and the batch run when asked. With GRPC_TARGETS, each run over
+# 10,000 keys is followed by the same workload over gRPC ("LABEL, gRPC",
+# loadgen -mode envoy: one descriptor per call, the callers sharing two
+# HTTP/2 connections per node as Envoy's worker threads would), the pair
+# PAIRS times.
 workloads() {
-  local keys conns
+  local keys conns i
   for keys in $KEYSPACES; do
     for conns in $CONNS; do
-      measure "$1" "$2" "$3" "$4" "$5" "$conns" "$keys" 1
+      if [ -n "${GRPC_TARGETS:-}" ] && [ "$keys" = 10000 ]; then
+        for i in $(seq 1 "$PAIRS"); do
+          measure "$1" "$2" "$3" "$4" "$5" "$conns" "$keys" 1
+          measure "$1, gRPC" envoy "$GRPC_TARGETS" "$4" "$5" "$conns" "$keys" 1
+        done
+      else
+        measure "$1" "$2" "$3" "$4" "$5" "$conns" "$keys" 1
+      fi
     done
   done
   if [ "${6:-}" = batch ]; then
@@ -166,17 +182,6 @@ client_rows() {
   local c
   for c in true false; do
     LOADGEN_ARGS="-coalesce=$c" measure "$1, client$([ "$c" = true ] && echo ", coalesced")" client "$2" "$3" "$4" "$CLIENT_CONNS" 10000 1
-  done
-}
-
-# grpc_rows LABEL TARGETS PIDS METRICS: the Envoy rate-limit service over
-# gRPC (loadgen -mode envoy: one descriptor per call, the callers sharing
-# two HTTP/2 connections per node as Envoy's worker threads would), for
-# every CONNS over 10,000 keys.
-grpc_rows() {
-  local conns
-  for conns in $CONNS; do
-    measure "$1, gRPC" envoy "$2" "$3" "$4" "$conns" 10000 1
   done
 }
 
@@ -202,10 +207,10 @@ for store in $LOG_STORES; do
   pid=$!; pids+=("$pid")
   wait_http "http://$SINGLE/readyz" "$dir/single-$store/node.log"
   LEDGER_URLS=http://127.0.0.1:17074
-  workloads "quorate-1$(store_label "$store")" quorate "http://$SINGLE" "$pid" "http://$SINGLE" batch
-  if [ "$store" = "${LOG_STORES%% *}" ]; then
+  grpc=""; [ "$store" = "${LOG_STORES%% *}" ] && grpc=grpc://127.0.0.1:17073
+  GRPC_TARGETS=$grpc workloads "quorate-1$(store_label "$store")" quorate "http://$SINGLE" "$pid" "http://$SINGLE" batch
+  if [ -n "$grpc" ]; then
     client_rows "quorate-1$(store_label "$store")" "http://$SINGLE" "$pid" "http://$SINGLE"
-    grpc_rows "quorate-1$(store_label "$store")" "grpc://127.0.0.1:17073" "$pid" "http://$SINGLE"
   fi
   stop "$pid"
   LEDGER_URLS=""
@@ -226,12 +231,11 @@ for security in $SECURITY_MODES; do
   cpids=$(cat "$QUORATE_CLUSTER_DIR"/node{1,2,3}.pid | paste -sd,)
   LEDGER_URLS=$(printf 'http://%s:7079,' "${CLUSTER[@]%:*}"); LEDGER_URLS=${LEDGER_URLS%,}
   urls=$(printf 'http://%s,' "${CLUSTER[@]}"); urls=${urls%,}
-  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") workloads "$label" quorate "$urls" "$cpids" "$urls"
+  grpcs=$(printf 'grpc://%s:7073,' "${CLUSTER[@]%:*}"); grpcs=${grpcs%,}
+  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") GRPC_TARGETS=$grpcs workloads "$label" quorate "$urls" "$cpids" "$urls"
   # Again through the Go client: each decision straight to its group's
   # leader (GET /v1/routes), no forwarding hop; coalesced, then one call each.
   QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") client_rows "$label" "$urls" "$cpids" "$urls"
-  grpcs=$(printf 'grpc://%s:7073,' "${CLUSTER[@]%:*}"); grpcs=${grpcs%,}
-  QUORATE_TOKEN=$(cat "$QUORATE_CLUSTER_DIR/token") grpc_rows "$label" "$grpcs" "$cpids" "$urls"
   scripts/cluster.sh down >/dev/null
   cluster_up=""
   LEDGER_URLS=""

@@ -145,6 +145,44 @@ func TestReport(t *testing.T) {
 	assert.InDelta(t, 0.25, *rep.Runs[2].CeilingRatio, 1e-9)
 }
 
+// Repeated runs of a row are one row, the median run, and the gRPC row
+// alternated with its HTTP row gets its ratio run by run; no run's
+// failures are hidden by the median.
+func TestReportTakesMediansAndRatiosOfAlternatedRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.json")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	run64 := func(label string, perSecond float64, errors int64) result {
+		return result{Label: label, Connections: 64, Keys: 10000, Batch: 1, PerSecond: perSecond, Errors: errors}
+	}
+	for _, r := range []result{
+		run64("ceiling", 20000, 0),
+		run64("quorate-3", 4000, 0), run64("quorate-3, gRPC", 4400, 0),
+		run64("quorate-3", 5000, 2), run64("quorate-3, gRPC", 4500, 0),
+		run64("quorate-3", 4500, 0), run64("quorate-3, gRPC", 5400, 1),
+	} {
+		require.NoError(t, enc.Encode(r))
+	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	out := filepath.Join(t.TempDir(), "results.json")
+	var table bytes.Buffer
+	require.NoError(t, run([]string{"report", "-out", out, path}, &table))
+
+	text := table.String()
+	assert.Contains(t, text, "| quorate-3 (median of 3) | 64 | 10,000 uniform | 1 | 4,500 | ×0.23 |")
+	assert.Contains(t, text, "| quorate-3, gRPC (median of 3) | 64 | 10,000 uniform | 1 | 4,500 | ×0.23 |")
+	assert.Regexp(t, `\| quorate-3 \(median of 3\) .*\| 2 \|\n`, text, "failed calls of every run")
+	assert.Contains(t, text, "- quorate-3, 64 conns: ×1.10 ×0.90 ×1.20; median ×1.10")
+
+	var rep report
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &rep))
+	require.Len(t, rep.Runs, 3, "one row per label and workload")
+	assert.Equal(t, []float64{4000, 5000, 4500}, rep.Runs[1].Repeats, "in the order run")
+	assert.Nil(t, rep.Runs[0].Repeats, "a single run has none")
+}
+
 // With -each, every key is asked for exactly once.
 func TestEachAsksForEveryKeyOnce(t *testing.T) {
 	var mu sync.Mutex

@@ -29,6 +29,112 @@ type reportedRun struct {
 	result
 	CeilingRatio    *float64 `json:"ceiling_ratio,omitempty"`
 	CeilingP99Ratio *float64 `json:"ceiling_p99_ratio,omitempty"`
+	// Repeats is the decisions/s of every run of this target under this
+	// workload, in the order they ran, when it ran more than once; the
+	// row itself is the run of median throughput.
+	Repeats []float64 `json:"repeats,omitempty"`
+}
+
+// workload is what makes two runs comparable.
+type workload struct{ conns, keys, batch int }
+
+func workloadOf(r result) workload { return workload{r.Connections, r.Keys, r.Batch} }
+
+// medians makes the runs of one label under one workload one row, the
+// run of median throughput (the lower of the two middle ones when there
+// is an even number), in the place of the first of them, with the failed
+// calls of all of them (and the first error any saw), so that no run's
+// failures are hidden. A single run carries no Repeats.
+func medians(runs []reportedRun) []reportedRun {
+	type row struct {
+		label string
+		w     workload
+	}
+	var order []row
+	by := map[row][]reportedRun{}
+	for _, r := range runs {
+		k := row{cmp.Or(r.Label, r.Mode), workloadOf(r.result)}
+		if _, seen := by[k]; !seen {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	out := make([]reportedRun, 0, len(order))
+	for _, k := range order {
+		rs := by[k]
+		if len(rs) == 1 {
+			out = append(out, rs[0])
+			continue
+		}
+		repeats := make([]float64, len(rs))
+		for i, r := range rs {
+			repeats[i] = r.PerSecond
+		}
+		sorted := slices.Clone(rs)
+		slices.SortStableFunc(sorted, func(a, b reportedRun) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
+		m := sorted[(len(sorted)-1)/2]
+		m.Repeats = repeats
+		m.Errors = 0
+		for _, r := range rs {
+			m.Errors += r.Errors
+			m.FirstErrText = cmp.Or(m.FirstErrText, r.FirstErrText)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// grpcSuffix marks the gRPC row that bench-peers alternates with the HTTP
+// row of the same label.
+const grpcSuffix = ", gRPC"
+
+// writeAlternated prints, for every gRPC row run several times beside
+// its HTTP row (same label without the suffix, same workload, as many
+// runs), the ratio of each gRPC run to the HTTP run before it, and their
+// median.
+func writeAlternated(w io.Writer, runs []reportedRun) {
+	byLabel := map[string]reportedRun{}
+	for _, r := range runs {
+		byLabel[fmt.Sprint(r.Label, workloadOf(r.result))] = r
+	}
+	header := false
+	for _, g := range runs {
+		base, ok := strings.CutSuffix(g.Label, grpcSuffix)
+		if !ok || len(g.Repeats) < 2 {
+			continue
+		}
+		h, ok := byLabel[fmt.Sprint(base, workloadOf(g.result))]
+		if !ok || len(h.Repeats) != len(g.Repeats) {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "gRPC ÷ HTTP, run by run (each gRPC run right after its HTTP run, on the same nodes):")
+			header = true
+		}
+		ratios := make([]float64, len(g.Repeats))
+		parts := make([]string, len(g.Repeats))
+		for i := range g.Repeats {
+			if h.Repeats[i] > 0 {
+				ratios[i] = g.Repeats[i] / h.Repeats[i]
+			}
+			parts[i] = fmtRatio(&ratios[i])
+		}
+		slices.Sort(ratios)
+		fmt.Fprintf(w, "- %s, %d conns: %s; median %s\n", base, g.Connections, strings.Join(parts, " "), fmtRatio(ptr(median(ratios))))
+	}
+	if header {
+		fmt.Fprintln(w)
+	}
+}
+
+// median of sorted values: the middle one, or the mean of the two middle
+// ones.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // runReport reads the -json results of several runs (concatenated, as
@@ -61,16 +167,15 @@ func runReport(args []string, stdout io.Writer) error {
 		}
 		runs = append(runs, reportedRun{result: r})
 	}
-	type workload struct{ conns, keys, batch int }
-	key := func(r result) workload { return workload{r.Connections, r.Keys, r.Batch} }
+	runs = medians(runs)
 	base := map[workload]result{}
 	for _, r := range runs {
 		if r.Label == *ceiling {
-			base[key(r.result)] = r.result
+			base[workloadOf(r.result)] = r.result
 		}
 	}
 	for i, r := range runs {
-		b := base[key(r.result)]
+		b := base[workloadOf(r.result)]
 		if b.PerSecond > 0 {
 			runs[i].CeilingRatio = ptr(r.PerSecond / b.PerSecond)
 		}
@@ -84,6 +189,7 @@ func runReport(args []string, stdout io.Writer) error {
 		return cmp.Or(cmp.Compare(a.Batch, b.Batch), -cmp.Compare(a.Keys, b.Keys), -cmp.Compare(a.Connections, b.Connections))
 	})
 	writeTable(stdout, runs)
+	writeAlternated(stdout, runs)
 	var labels []string
 	var ledgers []*ledger
 	for _, r := range runs {
@@ -114,6 +220,9 @@ func writeTable(w io.Writer, runs []reportedRun) {
 			keys = "1 hot"
 		}
 		label := cmp.Or(r.Label, r.Mode)
+		if len(r.Repeats) > 1 {
+			label += fmt.Sprintf(" (median of %d)", len(r.Repeats))
+		}
 		var syncsPerSecond *float64
 		if r.LogSyncs != nil && r.Seconds > 0 {
 			syncsPerSecond = ptr(*r.LogSyncs / r.Seconds)
