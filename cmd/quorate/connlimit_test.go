@@ -100,3 +100,49 @@ func TestGRPCPortSharesTheConnectionCaps(t *testing.T) {
 	assert.True(t, refused(dial(grpcAddr)), "a fourth from the address is closed, whichever port")
 	assert.True(t, refused(dial(addr)), "and on the HTTP port too")
 }
+
+// Without --max-http-conns, the cap is what a tenth of the memory budget
+// holds at perConnMemory a connection (connections are not state the
+// budget sheds), within the descriptors' half and never under 64.
+func TestDefaultConnectionCapFollowsTheMemoryBudget(t *testing.T) {
+	fds := defaultMaxHTTPConns(0)
+	require.Positive(t, fds)
+	assert.LessOrEqual(t, fds, 16384)
+	for _, budget := range []int64{1 << 20, 64 << 20, 512 << 20, 4 << 30, 64 << 30} {
+		n := defaultMaxHTTPConns(budget)
+		assert.LessOrEqual(t, n, fds, "budget %d: within the descriptors' half", budget)
+		assert.GreaterOrEqual(t, n, 64, "budget %d: never under the floor", budget)
+		if n > 64 && n < fds {
+			assert.LessOrEqual(t, int64(n)*perConnMemory, budget/10, "budget %d: a tenth of it holds the connections", budget)
+			assert.Greater(t, int64(n+1)*perConnMemory, budget/10, "budget %d: and no fewer than fit", budget)
+		}
+	}
+	assert.Less(t, defaultMaxHTTPConns(512<<20), fds, "a small budget caps below the descriptors")
+
+	// A node of a 40 MiB budget keeps 102 connections open (40 MiB / 10 /
+	// 40 KiB), far fewer than its descriptors allow, and closes one beyond
+	// at once.
+	addr := addrOn(t, "127.0.0.63")
+	startChild(t, addr, "--data-dir", filepath.Join(t.TempDir(), "d"), "--raft-addr", addrOn(t, "127.0.0.63"),
+		"--gossip-addr", addrOn(t, "127.0.0.63"), "--max-memory", fmt.Sprint(40<<20), "--log-level", "warn")
+	want := int(40 << 20 / 10 / perConnMemory)
+	require.Less(t, want, fds)
+	var held []net.Conn
+	closed := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	for len(held) < want {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		held = append(held, c)
+	}
+	extra, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = extra.Close() })
+	// The readiness probe of startChild may hold one of the node's places.
+	assert.True(t, closed(extra), "connection %d is closed", want+1)
+	assert.False(t, closed(held[want-2]), "connection %d stays open", want-1)
+}

@@ -94,7 +94,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative, e.g. -1s: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
 	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", memlimit.Default()>>20))
-	fs.IntVar(&f.maxConns, "max-http-conns", defaultMaxHTTPConns(), "most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (default: half the process's file descriptors, at most 16384)")
+	fs.IntVar(&f.maxConns, "max-http-conns", 0, fmt.Sprintf("most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (0: half the process's file descriptors, at most 16384, and at most what a tenth of the memory budget holds at %d KiB a connection; here %d with the default budget)", perConnMemory>>10, defaultMaxHTTPConns(memlimit.Default())))
 	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP and gRPC ports keep open from one address, together")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,
@@ -151,8 +151,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
 	}
-	if f.maxConns < 1 || f.maxConnsIP < 1 {
-		return usageError{fmt.Errorf("--max-http-conns and --max-http-conns-per-ip must be at least 1")}
+	if f.maxConns < 0 || f.maxConnsIP < 1 {
+		return usageError{fmt.Errorf("--max-http-conns must be at least 1 (or 0 for the default) and --max-http-conns-per-ip at least 1")}
 	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
@@ -197,6 +197,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	budget := memoryBudget(f.maxMemory)
+	maxConns := f.maxConns
+	if maxConns == 0 {
+		maxConns = defaultMaxHTTPConns(budget)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := cluster.New(cluster.Options{
@@ -218,7 +223,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxPending:      f.maxPending,
 		MaxClients:      f.maxClients,
 		MinFreeDisk:     f.minFreeDisk,
-		MaxMemory:       memoryBudget(f.maxMemory),
+		MaxMemory:       budget,
 		MaxClockOffset:  f.maxOffset,
 		ReclaimInterval: f.reclaim,
 		Raft:            timings,
@@ -235,7 +240,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	caps := connlimit.New(f.maxConns, f.maxConnsIP) // the HTTP and gRPC ports' together
+	caps := connlimit.New(maxConns, f.maxConnsIP) // the HTTP and gRPC ports' together
 	var ln net.Listener = newLimitListener(raw, caps)
 	scheme := "http"
 	if sec.tls != nil {
