@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/quorate/quorate/api"
-	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clientops"
 	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/membership"
@@ -124,12 +123,7 @@ func readErr(err error) error {
 // uses the default policy. actor is who asks, for the audit trail (see
 // clientops.Audited).
 func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) error {
-	if tier != "" {
-		if err := bucket.ValidateTierName(tier); err != nil {
-			return err
-		}
-	}
-	if err := fsm.Validate(fsm.SetTier{Client: client, Tier: tier, Audited: fsm.Audited{Actor: actor}}); err != nil {
+	if err := clientops.CheckSetTier(client, tier, actor); err != nil {
 		return err
 	}
 	g := n.groupFor(client)
@@ -147,7 +141,7 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) er
 // release before could not apply the entry. It reports whether the group
 // held a bucket for the client; actor is who asks, for the audit trail.
 func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, error) {
-	if err := fsm.Validate(fsm.ResetClient{Client: client, Audited: fsm.Audited{Actor: actor}}); err != nil {
+	if err := clientops.CheckReset(client, actor); err != nil {
 		return false, err
 	}
 	if n.ClusterVersion() < fsm.ClusterVersionPolicies {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/cluster/peerrpc"
@@ -26,13 +27,30 @@ func View(ctx context.Context, g *raftgroup.Group, clk clock.Clock, client strin
 	return g.FSM.View(client, clk.Now().UnixNano()), nil
 }
 
+// CheckSetTier is the one check of a tier assignment, the caller's on the
+// node it reaches and a peer's at the leader: client, tier (empty removes
+// the assignment) and actor as any cluster version takes them, so that
+// nothing a caller is refused can be assigned through the internal RPC.
+func CheckSetTier(client, tier, actor string) error {
+	if tier != "" {
+		if err := bucket.ValidateTierName(tier); err != nil {
+			return err
+		}
+	}
+	return fsm.Validate(fsm.SetTier{Client: client, Tier: tier, Audited: fsm.Audited{Actor: actor}})
+}
+
+// CheckReset is the one check of a reset, the caller's and a peer's.
+func CheckReset(client, actor string) error {
+	return fsm.Validate(fsm.ResetClient{Client: client, Audited: fsm.Audited{Actor: actor}})
+}
+
 // SetTier is the node's SetClientTier on g's leader.
 func SetTier(ctx context.Context, g *raftgroup.Group, clk clock.Clock, client, tier, actor string) error {
-	s := fsm.SetTier{Client: client, Tier: tier, Audited: Audited(g, clk, actor)}
-	if err := fsm.Validate(s); err != nil { // a peer's request is checked like a caller's
+	if err := CheckSetTier(client, tier, actor); err != nil {
 		return err
 	}
-	_, err := g.ApplyLocal(ctx, s)
+	_, err := g.ApplyLocal(ctx, fsm.SetTier{Client: client, Tier: tier, Audited: Audited(g, clk, actor)})
 	return err
 }
 
@@ -50,16 +68,20 @@ func Audited(g *raftgroup.Group, clk clock.Clock, actor string) fsm.Audited {
 
 // Reset is the node's ResetClient on g's leader, which checks the cluster
 // version again on its own replica: the leader proposes only what every
-// replica of the group can apply.
+// replica of the group can apply. A replica that does not lead answers
+// not-leader before anything else, so that the caller retries at the
+// leader rather than take a lagging replica's version for the group's.
 func Reset(ctx context.Context, g *raftgroup.Group, clk clock.Clock, client, actor string) (bool, error) {
+	if err := CheckReset(client, actor); err != nil {
+		return false, err
+	}
+	if !g.Serving() {
+		return false, fmt.Errorf("%w: group %s", errs.ErrNotLeader, g.ID)
+	}
 	if v := g.FSM.ClusterVersion(); v < fsm.ClusterVersionPolicies {
 		return false, fmt.Errorf("%w: group %s is at cluster version %d", errs.ErrClusterVersion, g.ID, v)
 	}
-	r := fsm.ResetClient{Client: client, Audited: Audited(g, clk, actor)}
-	if err := fsm.Validate(r); err != nil {
-		return false, err
-	}
-	res, err := g.ApplyLocal(ctx, r)
+	res, err := g.ApplyLocal(ctx, fsm.ResetClient{Client: client, Audited: Audited(g, clk, actor)})
 	if err != nil {
 		return false, err
 	}
@@ -82,8 +104,8 @@ func Handle(mux *http.ServeMux, groupFor func(client string) *raftgroup.Group, c
 		return struct{}{}, SetTier(ctx, groupFor(req.Client), clk, req.Client, req.Tier, req.Actor)
 	})
 	peerrpc.Handle(mux, "/internal/reset-client", func(ctx context.Context, req peerrpc.ClientReq) (bool, error) {
-		if err := fsm.Validate(fsm.ResetClient{Client: req.Client}); err != nil {
-			return false, err
+		if err := CheckReset(req.Client, req.Actor); err != nil {
+			return false, err // before groupFor, which needs a valid client id
 		}
 		return Reset(ctx, groupFor(req.Client), clk, req.Client, req.Actor)
 	})

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -44,10 +45,13 @@ func MuxOptions(groups int, tls *peertls.Config, logger *slog.Logger) raftmux.Op
 }
 
 // Advertised is the address peers use: the configured one, or the bound
-// one when the configured port was 0.
+// one when the configured port asked for any port (0 however spelled, or
+// empty, as net.Listen reads it) or there is none.
 func Advertised(configured string, bound net.Addr) string {
-	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
-		return configured
+	if _, port, err := net.SplitHostPort(configured); err == nil && port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n != 0 {
+			return configured // a named or numbered port: peers dial what was configured
+		}
 	}
 	return bound.String()
 }
@@ -78,10 +82,15 @@ func (a advertisedAddr) String() string  { return string(a) }
 // Addr returns the advertised address.
 func (s *Layer) Addr() net.Addr { return s.addr }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer; a timeout of 0 is none, as for raft's
+// own stream layers.
 func (s *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	return s.DialContext(ctx, "tcp", string(address))
 }
 

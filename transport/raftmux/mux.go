@@ -200,10 +200,18 @@ func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 // accept) are logged and retried with backoff. Call it once, in its own
 // goroutine.
 func (m *Mux) Serve() error {
+	// The reaper starts under the lock Close takes, so that Close either
+	// waits for it or finds the mux closed before it starts.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
 	if m.idleTimeout > 0 {
 		m.reaper.Add(1)
 		go m.reapIdle()
 	}
+	m.mu.Unlock()
 	const baseDelay, maxDelay = 5 * time.Millisecond, time.Second
 	var delay time.Duration
 	for {

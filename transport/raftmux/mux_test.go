@@ -43,7 +43,7 @@ func TestRefusedStreams(t *testing.T) {
 			}
 			requireClosed(t, conn)
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				line, ok := n.logs.lineWith(remote)
+				line, ok := n.logs.LineWith(remote)
 				if assert.True(c, ok, "nothing logged for %s", remote) {
 					assert.Contains(c, line, tt.reason)
 				}
@@ -200,5 +200,25 @@ func requireErrClosed(t *testing.T, acceptErr <-chan error) {
 		require.ErrorIs(t, err, net.ErrClosed)
 	case <-time.After(failsafe):
 		require.FailNow(t, "Accept did not return")
+	}
+}
+
+// A mux closed while its Serve is starting: Serve returns nil, and Close
+// either waits for the idle reaper or finds the mux closed before Serve
+// starts it (the race detector saw Serve's start of it race Close's wait).
+func TestCloseWhileServeStarts(t *testing.T) {
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		m := raftmux.New(ln, raftmux.Options{IdleTimeout: time.Minute})
+		served := make(chan error, 1)
+		go func() { served <- m.Serve() }()
+		require.NoError(t, m.Close())
+		select {
+		case err := <-served:
+			assert.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "Serve did not return after Close")
+		}
 	}
 }
