@@ -25,6 +25,7 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/transport/peertls"
+	"github.com/quorate/quorate/transport/peertls/peertlstest"
 )
 
 // testCluster runs nodes in this process over real loopback sockets, each
@@ -121,7 +122,7 @@ func (tc *testCluster) start(i int) {
 	}
 	var tlsConf *peertls.Config
 	if tc.pki != nil {
-		tlsConf = nodeTLS(tc.t, tc.pki, fmt.Sprintf("n%d", i+1))
+		tlsConf = peertlstest.Node(tc.t, tc.pki, fmt.Sprintf("n%d", i+1))
 	}
 	n, err := New(Options{
 		TLS:               tlsConf,

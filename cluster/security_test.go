@@ -23,27 +23,10 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/cluster/raftport"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/transport/peertls"
+	"github.com/quorate/quorate/transport/peertls/peertlstest"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
 )
-
-// nodeTLS issues node id a certificate of ca and returns its TLS settings.
-func nodeTLS(t *testing.T, ca *peertls.Authority, id string) *peertls.Config {
-	t.Helper()
-	certPEM, keyPEM, err := ca.Issue(id, []string{"127.0.0.1"}, time.Now())
-	require.NoError(t, err)
-	c, err := peertls.NewConfig(ca.CertPEM(), certPEM, keyPEM, time.Now())
-	require.NoError(t, err)
-	return c
-}
-
-func newCA(t *testing.T) *peertls.Authority {
-	t.Helper()
-	ca, err := peertls.NewAuthority(time.Now())
-	require.NoError(t, err)
-	return ca
-}
 
 func newGossipKey(t *testing.T) []byte {
 	t.Helper()
@@ -57,7 +40,7 @@ func newGossipKey(t *testing.T) []byte {
 // gossip on every node.
 func newSecureTestCluster(t *testing.T, size int) *testCluster {
 	tc := &testCluster{t: t, clock: clock.NewManual(), groups: 3, partition: &Partition{}, deadAfter: time.Hour,
-		pki: newCA(t), gossipKeys: [][]byte{newGossipKey(t)}}
+		pki: peertlstest.Authority(t), gossipKeys: [][]byte{newGossipKey(t)}}
 	for range size {
 		tc.addNode()
 	}
@@ -112,10 +95,10 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 		assert.GreaterOrEqual(t, n.meta.Raft.CurrentTerm(), term+10, "the forged term was taken")
 	})
 
-	ca := newCA(t)
-	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.TLS = nodeTLS(t, ca, "n1") })
+	ca := peertlstest.Authority(t)
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.TLS = peertlstest.Node(t, ca, "n1") })
 	term := n.meta.Raft.CurrentTerm()
-	other := nodeTLS(t, newCA(t), "n1") // a valid-looking certificate of another CA
+	other := peertlstest.Node(t, peertlstest.Authority(t), "n1") // a valid-looking certificate of another CA
 	for name, mt := range map[string]*raftmux.TLS{
 		"plain TCP":                 nil,
 		"certificate of another CA": {Server: other.Server, Client: withoutServerCheck(other.Client)},
@@ -139,7 +122,7 @@ func TestForgedRequestVoteAndRPCNeedAClusterCertificate(t *testing.T) {
 	assert.Empty(t, v.AssignedTier, "the forged set-tier changed nothing")
 
 	// A holder of a certificate of this CA is a peer: its RPC is served.
-	peer := nodeTLS(t, ca, "n2")
+	peer := peertlstest.Node(t, ca, "n2")
 	rpc := attacker(t, &raftmux.TLS{Server: peer.Server, Client: peer.Client}, peerrpc.LayerName)
 	hc := &http.Client{Transport: &http.Transport{DialContext: rpc.DialContext}, Timeout: 2 * time.Second}
 	_, err = peerrpc.Call[[]peerrpc.WireGroupStatus](ctx(t), &peerrpc.Client{HTTP: hc}, n.RaftAddr(), "/internal/groups", struct{}{})

@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/client"
+	"github.com/quorate/quorate/internal/logbuf"
 	"github.com/quorate/quorate/server/httpapi"
 )
 
@@ -90,34 +90,16 @@ func newToken(t *testing.T, file, name, role string) string {
 	return tok
 }
 
-// syncBuffer is a bytes.Buffer safe for a node writing and a test reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveOn runs `quorate serve` in-process with its HTTP API on httpAddr
 // (its other ports on the same IP) and waits until GET base/readyz
 // answers 200 through hc. It returns the node's log; the node stops when
 // the test ends.
-func serveOn(t *testing.T, httpAddr, base string, hc *http.Client, args ...string) *syncBuffer {
+func serveOn(t *testing.T, httpAddr, base string, hc *http.Client, args ...string) *logbuf.Buffer {
 	t.Helper()
 	ip, _, err := net.SplitHostPort(httpAddr)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--http-addr", httpAddr, "--raft-addr", addrOn(t, ip), "--gossip-addr", addrOn(t, ip),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/internal/freeport"
+	"github.com/quorate/quorate/internal/logbuf"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,11 +21,11 @@ import (
 // serveNode runs `quorate serve` in-process on fresh loopback ports with
 // args, waits until it is ready and returns a client, its gossip address
 // and its log.
-func serveNode(t *testing.T, args ...string) (*client.Node, string, *syncBuffer) {
+func serveNode(t *testing.T, args ...string) (*client.Node, string, *logbuf.Buffer) {
 	t.Helper()
 	addr, raftAddr, gossipAddr := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--http-addr", addr, "--raft-addr", raftAddr, "--gossip-addr", gossipAddr,

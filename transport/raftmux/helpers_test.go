@@ -1,13 +1,10 @@
 package raftmux_test
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/internal/logbuf"
 	"github.com/quorate/quorate/transport/raftmux"
 )
 
@@ -26,7 +24,7 @@ const failsafe = 5 * time.Second
 type node struct {
 	mux    *raftmux.Mux
 	layers map[string]*raftmux.Layer
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
@@ -38,7 +36,7 @@ func startNode(t *testing.T, opts raftmux.Options, names ...string) *node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	n := &node{logs: &syncBuffer{}, layers: make(map[string]*raftmux.Layer), served: make(chan struct{})}
+	n := &node{logs: &logbuf.Buffer{}, layers: make(map[string]*raftmux.Layer), served: make(chan struct{})}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -141,32 +139,4 @@ func requireClosed(t *testing.T, conn net.Conn) {
 // header builds a stream header by hand, as a peer would send it.
 func header(name string) []byte {
 	return append([]byte{'Q', 'R', 'M', '1', byte(len(name))}, name...)
-}
-
-// syncBuffer is a bytes.Buffer that a logger and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lineWith returns the first logged line containing every one of subs.
-func (b *syncBuffer) lineWith(subs ...string) (string, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-next:
-	for line := range strings.Lines(b.buf.String()) {
-		for _, s := range subs {
-			if !strings.Contains(line, s) {
-				continue next
-			}
-		}
-		return line, true
-	}
-	return "", false
 }
