@@ -28,7 +28,9 @@ func WaitRemoved(ctx context.Context, removed func(context.Context) bool, kick f
 
 // RemovedEverywhere reports whether no leader of groups still counts node
 // self as a voter, asking each leader elsewhere (/internal/groups over rpc).
-// A group with no other live node among members cannot drop it.
+// It is false while self leads a group, a group has no known leader, or a
+// leader does not answer; true at once when no other member is alive (the
+// last node has nobody to hand its groups to).
 func RemovedEverywhere(ctx context.Context, self string, members map[string]membership.Member, groups []*raftgroup.Group,
 	leaderOf func(*raftgroup.Group) (bool, string), rpc *peerrpc.Client) bool {
 	alive := 0

@@ -39,7 +39,15 @@ type Config struct {
 	ClusterVersion func() uint32
 	// Logger receives every step taken or refused.
 	Logger *slog.Logger
+	// Now is the time membership's times are read against (how long a
+	// member has been dead, when a group's leadership last moved); nil is
+	// time.Now.
+	Now func() time.Time
 }
+
+// transferEvery is how often at most a group's leadership is moved, so
+// that a target that cannot take over is not hammered.
+const transferEvery = 3 * time.Second
 
 // Placer reconciles, for every group this node leads, the voters with
 // membership and the leader with the group's preferred leader. Its Place
@@ -52,6 +60,9 @@ type Placer struct {
 
 // New returns a placer of the node cfg describes.
 func New(cfg Config) *Placer {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Placer{cfg: cfg, lastTransfer: map[string]time.Time{}}
 }
 
@@ -62,7 +73,7 @@ func (p *Placer) Place() {
 		SelfAddr:  p.cfg.SelfAddr,
 		Replicas:  p.cfg.Replicas,
 		DeadAfter: p.cfg.DeadAfter,
-		Now:       time.Now(),
+		Now:       p.cfg.Now(),
 		Members:   p.cfg.Members(),
 
 		SelfClockOff: p.cfg.ClockOff(),
@@ -122,12 +133,10 @@ func (p *Placer) placeGroup(g *raftgroup.Group, v membership.PlacementView) {
 			p.cfg.Logger.Warn("remove voter failed", "group", g.ID, "voter", step.Remove, "err", err)
 		}
 	case step.Transfer != "":
-		// Move leadership at most every few seconds per group, so a target
-		// that cannot take over is not hammered.
-		if time.Since(p.lastTransfer[g.ID]) < 3*time.Second {
+		if last, ok := p.lastTransfer[g.ID]; ok && v.Now.Sub(last) < transferEvery {
 			return
 		}
-		p.lastTransfer[g.ID] = time.Now()
+		p.lastTransfer[g.ID] = v.Now
 		p.cfg.Logger.Info("transferring leadership", "group", g.ID, "to", step.Transfer)
 		if err := g.Raft.LeadershipTransferToServer(raft.ServerID(step.Transfer), raft.ServerAddress(v.Addr(step.Transfer))).Error(); err != nil {
 			p.cfg.Logger.Warn("leadership transfer failed", "group", g.ID, "to", step.Transfer, "err", err)

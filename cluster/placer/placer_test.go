@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorate/quorate/cluster/clock"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -178,13 +179,15 @@ type cluster struct {
 	members  map[string]membership.Member // every node, by id
 	leaving  map[string]bool
 	clockOff map[string]bool
-	version  uint32 // every node's cluster version
+	version  uint32        // every node's cluster version
+	clock    *clock.Manual // the placers' Now, from clock.ManualStart
 }
 
 func newCluster(nodes ...string) *cluster {
-	c := &cluster{members: map[string]membership.Member{}, leaving: map[string]bool{}, clockOff: map[string]bool{}, version: fsm.BaseClusterVersion}
+	c := &cluster{members: map[string]membership.Member{}, leaving: map[string]bool{}, clockOff: map[string]bool{}, version: fsm.BaseClusterVersion,
+		clock: clock.NewManual()}
 	for _, n := range nodes {
-		c.members[n] = membership.Member{State: membership.Alive, Since: time.Now(),
+		c.members[n] = membership.Member{State: membership.Alive, Since: c.clock.Now(),
 			Meta: membership.Meta{ID: n, RaftAddr: raftAddr(n), MaxClusterVersion: fsm.MaxClusterVersion}}
 	}
 	return c
@@ -221,6 +224,7 @@ func (c *cluster) placer(self string, replicas int, groups ...map[string]*replic
 		Leaving:        func() bool { return c.leaving[self] },
 		ClusterVersion: func() uint32 { return c.version },
 		Logger:         slog.New(log),
+		Now:            c.clock.Now,
 	}), log
 }
 
@@ -297,10 +301,13 @@ func TestPlacerRemovesVotersThatLeftOrDiedLongAgo(t *testing.T) {
 		gone    func(*membership.Member)
 		removed bool
 	}{
-		"left":             {func(m *membership.Member) { m.State = membership.Left }, true},
-		"leaving":          {func(m *membership.Member) { m.Meta.Leaving = true }, true},
-		"dead long ago":    {func(m *membership.Member) { m.State, m.Since = membership.Dead, time.Now().Add(-time.Hour) }, true},
-		"dead only lately": {func(m *membership.Member) { m.State, m.Since = membership.Dead, time.Now() }, false},
+		"left":    {func(m *membership.Member) { m.State = membership.Left }, true},
+		"leaving": {func(m *membership.Member) { m.Meta.Leaving = true }, true},
+		// The placers' DeadAfter is a minute, their clock at ManualStart.
+		"dead a minute": {func(m *membership.Member) { m.State, m.Since = membership.Dead, clock.ManualStart.Add(-time.Minute) }, true},
+		"dead just under a minute": {func(m *membership.Member) {
+			m.State, m.Since = membership.Dead, clock.ManualStart.Add(-time.Minute+time.Millisecond)
+		}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rs := span(t, groupID(t, first("n1"), "n1", "n2", "n3"), "n1", "n2", "n3")
@@ -395,7 +402,8 @@ func TestPlacerTransfersAGroupAtMostOnceInAFewSeconds(t *testing.T) {
 	rs["n2"].trans.DisconnectAll()
 	rs["n1"].trans.Disconnect(rs["n2"].trans.LocalAddr())
 	rs["n3"].trans.Disconnect(rs["n2"].trans.LocalAddr())
-	p, log := newCluster("n1", "n2", "n3").placer("n1", 3, rs)
+	c := newCluster("n1", "n2", "n3")
+	p, log := c.placer("n1", 3, rs)
 
 	p.Place()
 	require.Len(t, log.about(slog.LevelInfo, "to", "n2"), 1, "a transfer to the preferred leader was tried")
@@ -403,10 +411,15 @@ func TestPlacerTransfersAGroupAtMostOnceInAFewSeconds(t *testing.T) {
 	require.True(t, rs["n1"].g.Serving(), "n1 still leads")
 
 	p.Place()
+	c.clock.Advance(transferEvery - time.Millisecond)
 	p.Place()
 	assert.Len(t, log.about(slog.LevelInfo, "to", "n2"), 1, "not tried again within the rounds that follow")
 	assert.Len(t, log.about(slog.LevelWarn, "to", "n2"), 1)
 	assert.Equal(t, uint64(3), p.Rounds())
+
+	c.clock.Advance(time.Millisecond)
+	p.Place()
+	assert.Len(t, log.about(slog.LevelInfo, "to", "n2"), 2, "tried again once a few seconds have passed")
 }
 
 func TestAPlacerWhoseClockIsOffHandsItsLeadershipOver(t *testing.T) {
