@@ -128,17 +128,32 @@ func (s *Syncer) Hint() {
 
 // wanted is the newest configuration this node knows to be committed
 // in the meta group: its own replica's, or the meta leader's when this node
-// holds no replica, has none yet, or was told of a newer one.
+// holds no replica, has none yet, or was told of a newer one. A hint is
+// spent only once the leader has answered (or this node leads the meta
+// group): while the leader is unknown or unreachable, the next reconcile
+// asks again.
 func (s *Syncer) wanted() bucket.Config {
 	meta, _ := s.cfg.Groups()
 	want := meta.FSM.Config()
-	if s.askMeta.Swap(false) || want.Version == 0 || !meta.IsVoter(s.cfg.Self) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if self, addr := s.cfg.LeaderOf(meta); !self && addr != "" {
-			if w, err := peerrpc.Call[peerrpc.WireConfig](ctx, s.cfg.RPC, addr, "/internal/config", struct{}{}); err == nil && w.Version > want.Version {
-				want = w.Config()
+	hinted := s.askMeta.Swap(false)
+	if hinted || want.Version == 0 || !meta.IsVoter(s.cfg.Self) {
+		answered := false
+		switch self, addr := s.cfg.LeaderOf(meta); {
+		case self:
+			answered = true // this replica is the leader's
+		case addr != "":
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			w, err := peerrpc.Call[peerrpc.WireConfig](ctx, s.cfg.RPC, addr, "/internal/config", struct{}{})
+			cancel()
+			if err == nil {
+				answered = true
+				if w.Version > want.Version {
+					want = w.Config()
+				}
 			}
+		}
+		if hinted && !answered {
+			s.askMeta.Store(true)
 		}
 	}
 	return want

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -187,9 +188,15 @@ func raiseTo(t *testing.T, g *raftgroup.Group, cv uint32) {
 
 // assertSameConfig checks that got is want (nil and empty maps alike, as
 // the wire makes them).
+// assertSameConfig checks got is want; msgAndArgs is a format and its
+// arguments, as testify takes them.
 func assertSameConfig(t *testing.T, want, got bucket.Config, msgAndArgs ...any) bool {
 	t.Helper()
-	return assert.True(t, want.Equal(got), append([]any{fmt.Sprintf("want %+v\ngot  %+v", want, got)}, msgAndArgs...)...)
+	msg := ""
+	if len(msgAndArgs) > 0 {
+		msg = fmt.Sprintf(fmt.Sprint(msgAndArgs[0]), msgAndArgs[1:]...)
+	}
+	return assert.True(t, want.Equal(got), "%s\nwant %+v\ngot  %+v", msg, want, got)
 }
 
 func tiers(n int) map[string]bucket.Policy {
@@ -645,6 +652,33 @@ func TestReconcileUsesItsOwnMetaReplicaUnlessAHintSaysTheLeaderHasNewer(t *testi
 	b.s.Reconcile()
 	assert.Equal(t, uint64(4), b.data[0].FSM.Config().Version)
 	assert.NotContains(t, b.data[0].FSM.Config().Tiers, "pro")
+}
+
+// A hint is kept until the meta leader answers: with the leader unknown,
+// then unreachable, each reconcile installs the node's own replica's
+// configuration, and the first one after the leader is back asks it.
+func TestAHintIsKeptUntilTheMetaLeaderAnswers(t *testing.T) {
+	a := newNode(t, raftgrouptest.Single(t, "meta", 1), nil)
+	seed(t, a.meta, bucket.Config{})
+	change(t, a.meta, fsm.ConfigOp{Kind: fsm.OpSetTier, Tier: "pro", Policy: pro})
+
+	b := newNode(t, raftgrouptest.Single(t, "meta", 1), []*raftgroup.Group{raftgrouptest.Single(t, "0", 0)})
+	own := seed(t, b.meta, bucket.Config{Default: free})
+	b.leadAt(b.meta, "") // no leader known
+	b.s.Hint()
+	b.s.Reconcile()
+	assertSameConfig(t, own, b.data[0].FSM.Config(), "no leader to ask: its own replica's")
+
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, gone.Close())
+	b.leadAt(b.meta, gone.Addr().String()) // a leader that does not answer
+	b.s.Reconcile()
+	assertSameConfig(t, own, b.data[0].FSM.Config(), "the leader did not answer")
+
+	b.leadAt(b.meta, a.addr)
+	b.s.Reconcile()
+	assertSameConfig(t, a.meta.FSM.Config(), b.data[0].FSM.Config(), "the hint was kept: the leader's, once it answers")
 }
 
 func TestReconcileWaitsForAGroupsClusterVersionBeforePoliciesOfVersionTwo(t *testing.T) {
