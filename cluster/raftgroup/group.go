@@ -97,7 +97,9 @@ func Open(c Config) (*Group, error) {
 		store.Close()
 		return nil, err
 	}
-	hl := NewHCLogger(c.Logger, "raft", c.LogLevel)
+	// raft's own lines name the group, as the node's do: a node runs one
+	// raft per group, and a line without it cannot be told apart.
+	hl := NewHCLogger(c.Logger.With("group", c.ID), "raft", c.LogLevel)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.Dir, 2, hl)
 	if err != nil {
 		store.Close()

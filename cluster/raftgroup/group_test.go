@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/logbuf"
 	"github.com/quorate/quorate/raftlog"
 )
 
@@ -54,4 +55,24 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 	g.barrierTerm.Store(term)
 	require.NoError(t, g.VerifyRead(ctx))
 	assert.Equal(t, "pro", g.FSM.View("rita", 0).AssignedTier)
+}
+
+// raft's own log lines name their group: a node runs one raft per group,
+// and a line without the group cannot be told apart (the fault suite's
+// logs needed it).
+func TestRaftsLogLinesNameTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	var bolt raftlog.Bolt
+	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
+	require.NoError(t, err)
+	addr, trans := raft.NewInmemTransport("")
+	var logs logbuf.Buffer
+	g, err := Open(Config{ID: "7", Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr, Trans: trans,
+		Timings: LoopbackTimings, Logger: slog.New(slog.NewTextHandler(&logs, nil)), LogLevel: slog.LevelInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "the group never served")
+	line, ok := logs.LineWith("component=raft", "entering leader state")
+	require.True(t, ok, "raft logged its election:\n%s", logs.String())
+	assert.Contains(t, line, "group=7")
 }
