@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,7 +21,6 @@ import (
 	"github.com/quorate/quorate/cluster/raftgroup/raftgrouptest"
 	"github.com/quorate/quorate/cluster/status"
 	"github.com/quorate/quorate/fsm"
-	"github.com/quorate/quorate/raftlog"
 )
 
 // raftgrouptest starts node n1 alone, on a transport nothing else reaches;
@@ -59,16 +57,8 @@ func span(t *testing.T, id string, nodes ...string) map[string]*replica {
 		}
 	}
 	for i, n := range nodes {
-		dir := t.TempDir()
-		var bolt raftlog.Bolt
-		store, err := bolt.Open(filepath.Join(dir, "raft.db"))
-		require.NoError(t, err)
-		g, err := raftgroup.Open(raftgroup.Config{ID: id, Bootstrap: i == 0, Dir: dir, Store: store, NodeID: n,
-			Addr: rs[n].trans.LocalAddr(), Trans: rs[n].trans, Timings: raftgroup.LoopbackTimings,
-			Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = g.Close() })
-		rs[n].g = g
+		rs[n].g = raftgrouptest.Open(t, raftgroup.Config{ID: id, Bootstrap: i == 0, NodeID: n,
+			Addr: rs[n].trans.LocalAddr(), Trans: rs[n].trans})
 	}
 	require.Eventually(t, rs[nodes[0]].g.Serving, 10*time.Second, 5*time.Millisecond, "group %s never served on %s", id, nodes[0])
 	return rs

@@ -22,13 +22,20 @@ import (
 // until it serves.
 func openTestGroup(t *testing.T) *Group {
 	t.Helper()
+	return openTestGroupLogging(t, "0", slog.New(slog.DiscardHandler), slog.LevelError)
+}
+
+// openTestGroupLogging is openTestGroup of group id, logging to logger
+// from level on.
+func openTestGroupLogging(t *testing.T, id string, logger *slog.Logger, level slog.Level) *Group {
+	t.Helper()
 	dir := t.TempDir()
 	var bolt raftlog.Bolt
 	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
 	require.NoError(t, err)
 	addr, trans := raft.NewInmemTransport("")
-	g, err := Open(Config{ID: "0", Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr, Trans: trans,
-		Timings: LoopbackTimings, Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
+	g, err := Open(Config{ID: id, Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr, Trans: trans,
+		Timings: LoopbackTimings, Logger: logger, LogLevel: level})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "the group never served")
@@ -61,17 +68,8 @@ func TestReadsNeedTheCurrentTermsBarrier(t *testing.T) {
 // and a line without the group cannot be told apart (the fault suite's
 // logs needed it).
 func TestRaftsLogLinesNameTheGroup(t *testing.T) {
-	dir := t.TempDir()
-	var bolt raftlog.Bolt
-	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
-	require.NoError(t, err)
-	addr, trans := raft.NewInmemTransport("")
 	var logs logbuf.Buffer
-	g, err := Open(Config{ID: "7", Bootstrap: true, Dir: dir, Store: store, NodeID: "n1", Addr: addr, Trans: trans,
-		Timings: LoopbackTimings, Logger: slog.New(slog.NewTextHandler(&logs, nil)), LogLevel: slog.LevelInfo})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = g.Close() })
-	require.Eventually(t, g.Serving, 10*time.Second, 5*time.Millisecond, "the group never served")
+	openTestGroupLogging(t, "7", slog.New(slog.NewTextHandler(&logs, nil)), slog.LevelInfo)
 	line, ok := logs.LineWith("component=raft", "entering leader state")
 	require.True(t, ok, "raft logged its election:\n%s", logs.String())
 	assert.Contains(t, line, "group=7")

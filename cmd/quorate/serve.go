@@ -73,6 +73,7 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	f := &serveFlags{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	defaultBudget := memlimit.Default() // for the help texts: one read of the machine's memory
 	fs.StringVar(&f.nodeID, "node-id", "node1", "this node's name in raft and membership")
 	fs.StringVar(&f.dataDir, "data-dir", "quorate-data", "directory for raft logs, snapshots and node identity")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7070", "host:port of the HTTP API")
@@ -93,8 +94,8 @@ func newServeFlagSet(stderr io.Writer) (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.maxPending, "max-pending", cluster.DefaultMaxPending, "most decisions callers may wait for on this node; past it calls get 503 overloaded at once")
 	fs.DurationVar(&f.maxOffset, "max-clock-offset", cluster.DefaultMaxClockOffset, "Δ, the largest offset allowed between the clocks of two nodes that stamp decisions: a node stamps only once its clock is within half of it from its peers' median, and stops when it is not (negative, e.g. -1s: no check)")
 	fs.Int64Var(&f.minFreeDisk, "min-free-disk", cluster.DefaultMinFreeDisk, "bytes kept free in the data dir's file system: below it, new decisions get 503 disk_full and the node is not ready (negative: no check)")
-	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", memlimit.Default()>>20))
-	fs.IntVar(&f.maxConns, "max-http-conns", 0, fmt.Sprintf("most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (0: half the process's file descriptors, at most 16384, and at most what a tenth of the memory budget holds at %d KiB a connection; here %d with the default budget)", perConnMemory>>10, defaultMaxHTTPConns(memlimit.Default())))
+	fs.Int64Var(&f.maxMemory, "max-memory", 0, fmt.Sprintf("memory budget in bytes: near it (70%% of it live), new clients and request ids get 503 overloaded and held clients are still decided; 85%% of it is the Go runtime's soft memory limit (0: a quarter of the machine's or cgroup's memory, here %d MiB; negative: none)", defaultBudget>>20))
+	fs.IntVar(&f.maxConns, "max-http-conns", 0, fmt.Sprintf("most connections the HTTP and gRPC ports keep open at once, together; one beyond is closed at once (0: half the process's file descriptors, at most 16384, and at most what a tenth of the memory budget holds at %d KiB a connection; here %d with the default budget)", perConnMemory>>10, defaultMaxHTTPConns(defaultBudget)))
 	fs.IntVar(&f.maxConnsIP, "max-http-conns-per-ip", defaultMaxHTTPConnsPerIP, "most connections the HTTP and gRPC ports keep open from one address, together")
 	fs.IntVar(&f.maxClients, "max-clients", cluster.DefaultMaxClients, "most client buckets this node may hold; past it new clients get 503 too_many_clients (negative: no limit)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", cluster.DefaultRaftTimings.ElectionTimeout,

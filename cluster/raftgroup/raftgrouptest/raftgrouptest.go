@@ -34,14 +34,28 @@ func Waiting(t testing.TB, id string, index int) *raftgroup.Group {
 
 func open(t testing.TB, id string, index int, bootstrap bool) *raftgroup.Group {
 	t.Helper()
-	dir := t.TempDir()
-	var bolt raftlog.Bolt
-	store, err := bolt.Open(filepath.Join(dir, "raft.db"))
-	require.NoError(t, err)
 	addr, trans := raft.NewInmemTransport("")
-	g, err := raftgroup.Open(raftgroup.Config{ID: id, Index: index, Bootstrap: bootstrap, Dir: dir, Store: store, NodeID: "n1",
-		Addr: addr, Trans: trans, Timings: raftgroup.LoopbackTimings,
-		Logger: slog.New(slog.DiscardHandler), LogLevel: slog.LevelError})
+	return Open(t, raftgroup.Config{ID: id, Index: index, Bootstrap: bootstrap, NodeID: "n1", Addr: addr, Trans: trans})
+}
+
+// Open opens the group c describes on a bolt log in a temporary directory,
+// with loopback timings and a silent logger unless c sets them, and closes
+// it when the test ends: for tests whose groups span nodes (c's own
+// transport), or that need a group's logs.
+func Open(t testing.TB, c raftgroup.Config) *raftgroup.Group {
+	t.Helper()
+	c.Dir = t.TempDir()
+	var bolt raftlog.Bolt
+	store, err := bolt.Open(filepath.Join(c.Dir, "raft.db"))
+	require.NoError(t, err)
+	c.Store = store
+	if c.Timings == (raftgroup.Timings{}) {
+		c.Timings = raftgroup.LoopbackTimings
+	}
+	if c.Logger == nil {
+		c.Logger, c.LogLevel = slog.New(slog.DiscardHandler), slog.LevelError
+	}
+	g, err := raftgroup.Open(c)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	return g
