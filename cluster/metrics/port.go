@@ -18,6 +18,7 @@ type portMetrics struct {
 	frames  *prometheus.Desc
 	writes  *prometheus.Desc
 	dials   *prometheus.Desc
+	capped  *prometheus.Desc
 }
 
 func newPortMetrics(m *raftmux.Mux, n *raftnet.Net) *portMetrics {
@@ -29,7 +30,9 @@ func newPortMetrics(m *raftmux.Mux, n *raftnet.Net) *portMetrics {
 			[]string{"kind"}, nil),
 		writes: prometheus.NewDesc("quorate_raftnet_writes_total",
 			"Writes that carried this node's requests to its peers (requests / writes is the coalescing factor), or its answers to theirs.", []string{"dir"}, nil),
-		dials:   prometheus.NewDesc("quorate_raftnet_dials_total", "Connections this node dialled to its peers, by result.", []string{"result"}, nil),
+		dials: prometheus.NewDesc("quorate_raftnet_dials_total", "Connections this node dialled to its peers, by result.", []string{"result"}, nil),
+		capped: prometheus.NewDesc("quorate_raftnet_commit_capped_total",
+			"Append requests from a leader whose commit index ran past their last entry; the follower committed only up to that entry (the Raft paper's rule), not up to entries the request did not check.", nil, nil),
 		open:    prometheus.NewDesc("quorate_raft_port_streams", "Streams open on the raft port (raft, internal RPC), including those still in their handshake.", nil, nil),
 		pending: prometheus.NewDesc("quorate_raft_port_pending_streams", "Connections to the raft port still in their TLS handshake or header.", nil, nil),
 		refused: prometheus.NewDesc("quorate_raft_port_refused_total",
@@ -46,6 +49,7 @@ func (p *portMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- p.frames
 	ch <- p.writes
 	ch <- p.dials
+	ch <- p.capped
 }
 
 // Collect implements prometheus.Collector.
@@ -63,4 +67,5 @@ func (p *portMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(p.writes, prometheus.CounterValue, float64(ns.ServedWrites), "answers")
 	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.DialsOK), "ok")
 	ch <- prometheus.MustNewConstMetric(p.dials, prometheus.CounterValue, float64(ns.DialFailures), "failed")
+	ch <- prometheus.MustNewConstMetric(p.capped, prometheus.CounterValue, float64(ns.CommitCapped))
 }

@@ -292,12 +292,16 @@ type Stats struct {
 	// Dials counts outgoing connections attempted, DialsOK the ones that
 	// gave a connection and DialFailures the ones that failed.
 	Dials, DialsOK, DialFailures uint64
+	// CommitCapped counts AppendEntries requests received whose commit
+	// index ran past their last entry and was lowered to it (capCommit).
+	CommitCapped uint64
 }
 
 type stats struct {
 	requests, writes, lazy, urgent atomic.Uint64
 	served, servedWrites           atomic.Uint64
 	dials, dialsOK, dialFailures   atomic.Uint64
+	commitCapped                   atomic.Uint64
 }
 
 // Stats returns the counters.
@@ -307,5 +311,6 @@ func (n *Net) Stats() Stats {
 		Lazy: n.stats.lazy.Load(), Urgent: n.stats.urgent.Load(),
 		Served: n.stats.served.Load(), ServedWrites: n.stats.servedWrites.Load(),
 		Dials: n.stats.dials.Load(), DialsOK: n.stats.dialsOK.Load(), DialFailures: n.stats.dialFailures.Load(),
+		CommitCapped: n.stats.commitCapped.Load(),
 	}
 }

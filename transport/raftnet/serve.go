@@ -46,9 +46,10 @@ func (n *Net) serve(conn net.Conn) {
 	s.readLoop(br)
 }
 
-// serverConn is an accepted 'M' stream: its reader dispatches requests
-// (heartbeats to a worker per group, the rest to a goroutine each) and its
-// writer sends the answers, several per write when they are ready together.
+// serverConn is an accepted 'M' stream: its reader hands each group's raft
+// requests to that group's workers (one for heartbeats, one for the rest)
+// and calls to a goroutine each; its writer sends the answers, several per
+// write when they are ready together.
 type serverConn struct {
 	n    *Net
 	conn net.Conn
@@ -60,9 +61,21 @@ type serverConn struct {
 	closed bool
 }
 
+// lane is one group's requests of one sort on one stream; a lane's worker
+// hands them to raft one after another, in the order they arrived. Raft's
+// own NetworkTransport serves a connection's requests in order, and raft
+// relies on it: the requests a leader sends a follower are built from its
+// state when each is sent, and a follower that took a later one before an
+// earlier one would act on the older view last. Heartbeats have a lane of
+// their own so that they are never held up behind an append being stored.
+type lane struct {
+	group string
+	beats bool
+}
+
 func (s *serverConn) readLoop(br *bufio.Reader) {
 	defer s.close()
-	workers := map[string]chan request{} // per group, heartbeats in order
+	lanes := map[lane]chan request{}
 	for {
 		b, err := readFrame(br, nil, s.n.opts.MaxFrame)
 		if err != nil {
@@ -80,45 +93,52 @@ func (s *serverConn) readLoop(br *bufio.Reader) {
 			return
 		}
 		s.n.stats.served.Add(1)
-		switch q.kind {
-		case kindHeartbeat:
-			s.heartbeat(workers, q)
-		case kindCall:
+		if q.kind == kindCall {
 			go s.call(q)
-		default:
-			go s.dispatch(q)
+			continue
 		}
+		s.enqueue(lanes, q)
 	}
 }
 
-// heartbeatBacklog bounds the heartbeats of one group waiting for its
-// worker; beyond it a heartbeat is refused (raft backs off and retries).
-const heartbeatBacklog = 8
+// laneBacklog bounds the requests of one lane waiting for its worker; beyond
+// it a request is refused (raft backs off and retries). A leader has one
+// AppendEntries at a time in flight to each follower (raftnet does not
+// pipeline) and one heartbeat, so a full lane is a peer sending far faster
+// than its group's raft answers.
+const laneBacklog = 64
 
-// heartbeat hands q to its group's heartbeat worker, started on first use.
-// The reader never runs raft code itself: raft's heartbeat handler may
-// write to its stable store (a new term), and a reader blocked there would
-// hold up every other group's traffic from this peer.
-func (s *serverConn) heartbeat(workers map[string]chan request, q request) {
-	ch, ok := workers[q.group]
+// enqueue hands q to its lane's worker, started on first use. The reader
+// never runs raft code itself: raft's handlers may write to the stable
+// store (a new term) or the log, and a reader blocked there would hold up
+// every other group's traffic from this peer.
+func (s *serverConn) enqueue(lanes map[lane]chan request, q request) {
+	l := lane{group: q.group, beats: q.kind == kindHeartbeat}
+	ch, ok := lanes[l]
 	if !ok {
-		ch = make(chan request, heartbeatBacklog)
-		workers[q.group] = ch
-		go s.heartbeats(ch)
+		ch = make(chan request, laneBacklog)
+		lanes[l] = ch
+		go s.serveLane(ch, l.beats)
 	}
 	select {
 	case ch <- q:
 	default:
-		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: group %q on %s: %d heartbeats waiting", q.group, s.n.local, heartbeatBacklog)))
+		s.send(errorResponse(q.seq, fmt.Errorf("raftnet: group %q on %s: %d requests waiting", q.group, s.n.local, laneBacklog)))
 	}
 }
 
-// heartbeats answers one group's heartbeats in order, on raft's fast path.
-func (s *serverConn) heartbeats(ch <-chan request) {
+// serveLane answers one lane's requests in order until the stream closes;
+// requests still waiting then are dropped with the stream, whose caller
+// has already seen it fail.
+func (s *serverConn) serveLane(ch <-chan request, beats bool) {
 	for {
 		select {
 		case q := <-ch:
-			s.answerHeartbeat(q)
+			if beats {
+				s.answerHeartbeat(q)
+			} else {
+				s.dispatch(q)
+			}
 		case <-s.done:
 			return
 		}
@@ -149,8 +169,9 @@ func (s *serverConn) dispatch(q request) {
 	}
 }
 
-// resolve finds q's group and decodes its command; if either fails, it
-// answers q with the error and returns false.
+// resolve finds q's group and decodes its command, an append's commit index
+// capped (capCommit); if either fails, it answers q with the error and
+// returns false.
 func (s *serverConn) resolve(q request) (*Transport, any, bool) {
 	t := s.n.group(q.group)
 	if t == nil {
@@ -161,6 +182,14 @@ func (s *serverConn) resolve(q request) (*Transport, any, bool) {
 	if err != nil {
 		s.send(errorResponse(q.seq, err))
 		return nil, nil, false
+	}
+	if ae, isAE := cmd.(*raft.AppendEntriesRequest); isAE {
+		asked := ae.LeaderCommitIndex
+		if capCommit(ae) {
+			s.n.stats.commitCapped.Add(1)
+			s.n.logger.Info("raftnet: capped an append's commit index at its last entry",
+				"group", q.group, "remote", s.conn.RemoteAddr(), "asked", asked, "capped", ae.LeaderCommitIndex)
+		}
 	}
 	return t, cmd, true
 }
