@@ -167,7 +167,10 @@ func newNode(opts Options) (*Node, error) {
 		ClockOff:       func() bool { return n.clockGuard.State() != clock.InBounds },
 		Leaving:        n.leaving.Load,
 		ClusterVersion: n.ClusterVersion,
-		Logger:         n.logger,
+		Reached: func(addr string) bool {
+			return time.Since(n.reach.Last(addr)) < opts.Raft.HeartbeatTimeout
+		},
+		Logger: n.logger,
 	})
 	n.reach = reach.NewJudge(time.Now, opts.NodeID, opts.Raft, n.allGroups)
 	n.clockGuard = n.newClockGuard()

@@ -37,6 +37,12 @@ type Config struct {
 	Leaving func() bool
 	// ClusterVersion is the node's (a new voter must run it).
 	ClusterVersion func() uint32
+	// Reached reports whether the raft address answered this node lately
+	// (within a heartbeat timeout); nil takes every address for reached.
+	// Leadership moves only to a voter that did: gossip keeps a stopped or
+	// cut-off node alive for seconds, and a transfer to it waits out an
+	// election timeout during which the group takes no proposal.
+	Reached func(addr string) bool
 	// Logger receives every step taken or refused.
 	Logger *slog.Logger
 	// Now is the time membership's times are read against (how long a
@@ -62,6 +68,9 @@ type Placer struct {
 func New(cfg Config) *Placer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Reached == nil {
+		cfg.Reached = func(string) bool { return true }
 	}
 	return &Placer{cfg: cfg, lastTransfer: map[string]time.Time{}}
 }
@@ -105,13 +114,7 @@ func (p *Placer) placeGroup(g *raftgroup.Group, v membership.PlacementView) {
 	voters := raftgroup.VoterIDs(f.Configuration())
 	var step membership.PlacementStep
 	if p.cfg.Leaving() {
-		// Leaving: hand leadership to any other live voter.
-		for _, id := range voters {
-			if id != v.Self && v.Live(id) {
-				step.Transfer = id
-				break
-			}
-		}
+		step.Transfer = p.handOverTarget(v, voters)
 	} else {
 		step = membership.PlanPlacement(v, g.ID, voters)
 	}
@@ -136,10 +139,31 @@ func (p *Placer) placeGroup(g *raftgroup.Group, v membership.PlacementView) {
 		if last, ok := p.lastTransfer[g.ID]; ok && v.Now.Sub(last) < transferEvery {
 			return
 		}
+		if !p.cfg.Leaving() && !p.cfg.Reached(v.Addr(step.Transfer)) {
+			return // the next round looks again; a leaving node tries anyway
+		}
 		p.lastTransfer[g.ID] = v.Now
 		p.cfg.Logger.Info("transferring leadership", "group", g.ID, "to", step.Transfer)
 		if err := g.Raft.LeadershipTransferToServer(raft.ServerID(step.Transfer), raft.ServerAddress(v.Addr(step.Transfer))).Error(); err != nil {
 			p.cfg.Logger.Warn("leadership transfer failed", "group", g.ID, "to", step.Transfer, "err", err)
 		}
 	}
+}
+
+// handOverTarget is the voter a leaving node hands a group to: a live one
+// that answered lately, else any live one.
+func (p *Placer) handOverTarget(v membership.PlacementView, voters []string) string {
+	fallback := ""
+	for _, id := range voters {
+		if id == v.Self || !v.Live(id) {
+			continue
+		}
+		if p.cfg.Reached(v.Addr(id)) {
+			return id
+		}
+		if fallback == "" {
+			fallback = id
+		}
+	}
+	return fallback
 }

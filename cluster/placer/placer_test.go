@@ -169,12 +169,13 @@ type cluster struct {
 	members  map[string]membership.Member // every node, by id
 	leaving  map[string]bool
 	clockOff map[string]bool
-	version  uint32        // every node's cluster version
-	clock    *clock.Manual // the placers' Now, from clock.ManualStart
+	silent   map[string]bool // nodes whose raft has not answered lately (Config.Reached)
+	version  uint32          // every node's cluster version
+	clock    *clock.Manual   // the placers' Now, from clock.ManualStart
 }
 
 func newCluster(nodes ...string) *cluster {
-	c := &cluster{members: map[string]membership.Member{}, leaving: map[string]bool{}, clockOff: map[string]bool{}, version: fsm.BaseClusterVersion,
+	c := &cluster{members: map[string]membership.Member{}, leaving: map[string]bool{}, clockOff: map[string]bool{}, silent: map[string]bool{}, version: fsm.BaseClusterVersion,
 		clock: clock.NewManual()}
 	for _, n := range nodes {
 		c.members[n] = membership.Member{State: membership.Alive, Since: c.clock.Now(),
@@ -213,8 +214,16 @@ func (c *cluster) placer(self string, replicas int, groups ...map[string]*replic
 		ClockOff:       func() bool { return c.clockOff[self] },
 		Leaving:        func() bool { return c.leaving[self] },
 		ClusterVersion: func() uint32 { return c.version },
-		Logger:         slog.New(log),
-		Now:            c.clock.Now,
+		Reached: func(addr string) bool {
+			for id, m := range c.members {
+				if m.Meta.RaftAddr == addr {
+					return !c.silent[id]
+				}
+			}
+			return addr == raftAddr(self)
+		},
+		Logger: slog.New(log),
+		Now:    c.clock.Now,
 	}), log
 }
 
@@ -465,6 +474,39 @@ func TestALeavingPlacerHandsItsGroupToALiveVoterAndChangesNothingElse(t *testing
 	p.Place()
 	leads(t, rs, "n3")
 	assert.Equal(t, []string{"n1", "n2", "n3"}, voters(rs["n3"].g))
+}
+
+// Gossip keeps a paused or cut-off node alive for seconds; a transfer to it
+// would stop the group's proposals for an election timeout and fail.
+func TestPlacerMovesLeadershipOnlyToAVoterThatAnsweredLately(t *testing.T) {
+	rs := span(t, groupID(t, first("n2"), "n1", "n2", "n3"), "n1", "n2", "n3")
+	join(t, rs, "n1", "n2", "n3")
+	c := newCluster("n1", "n2", "n3")
+	c.silent["n2"] = true
+	p, log := c.placer("n1", 3, rs)
+
+	p.Place()
+	assert.Empty(t, log.about(slog.LevelInfo, "to", "n2"), "no transfer to a voter that has not answered")
+	assert.True(t, rs["n1"].g.Serving())
+
+	c.silent["n2"] = false
+	p.Place()
+	leads(t, rs, "n2")
+	assert.Len(t, log.about(slog.LevelInfo, "to", "n2"), 1, "moved once it answers")
+}
+
+func TestALeavingPlacerPrefersAVoterThatAnsweredLately(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3"}
+	rs := span(t, groupID(t, first("n1"), nodes...), nodes...)
+	join(t, rs, "n1", "n2", "n3")
+	c := newCluster(nodes...)
+	c.silent["n2"] = true // listed before n3 among the voters
+	c.leaving["n1"] = true
+	p, _ := c.placer("n1", 3, rs)
+	require.Equal(t, []string{"n1", "n2", "n3"}, voters(rs["n1"].g))
+
+	p.Place()
+	leads(t, rs, "n3")
 }
 
 // serveGroups serves every node's /internal/groups over its replicas of
