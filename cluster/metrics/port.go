@@ -32,7 +32,7 @@ func newPortMetrics(m *raftmux.Mux, n *raftnet.Net) *portMetrics {
 			"Writes that carried this node's requests to its peers (requests / writes is the coalescing factor), or its answers to theirs.", []string{"dir"}, nil),
 		dials: prometheus.NewDesc("quorate_raftnet_dials_total", "Connections this node dialled to its peers, by result.", []string{"result"}, nil),
 		capped: prometheus.NewDesc("quorate_raftnet_commit_capped_total",
-			"Append requests from a leader whose commit index ran past their last entry; the follower committed only up to that entry (the Raft paper's rule), not up to entries the request did not check.", nil, nil),
+			"Append requests from a leader whose commit index ran past their last entry (mostly batches to a follower catching up); the follower committed only up to that entry (the Raft paper's rule), not up to entries the request did not check.", nil, nil),
 		open:    prometheus.NewDesc("quorate_raft_port_streams", "Streams open on the raft port (raft, internal RPC), including those still in their handshake.", nil, nil),
 		pending: prometheus.NewDesc("quorate_raft_port_pending_streams", "Connections to the raft port still in their TLS handshake or header.", nil, nil),
 		refused: prometheus.NewDesc("quorate_raft_port_refused_total",

@@ -21,6 +21,11 @@ import "github.com/hashicorp/raft"
 // side, keeps raft's follower to the paper's rule whatever the sender
 // built. A leader's later requests (raft sends one every CommitTimeout
 // with its last entry as the previous one) carry the commit index on.
+//
+// Most capped requests are harmless: a follower catching up gets batches
+// of at most MaxAppendEntries entries, each carrying the leader's commit
+// index far past the batch (a crash-mix fault run capped about 260), and
+// it now learns the commit one batch at a time.
 func capCommit(ae *raft.AppendEntriesRequest) bool {
 	vouched := ae.PrevLogEntry + uint64(len(ae.Entries))
 	if n := len(ae.Entries); n > 0 {

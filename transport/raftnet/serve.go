@@ -187,7 +187,7 @@ func (s *serverConn) resolve(q request) (*Transport, any, bool) {
 		asked := ae.LeaderCommitIndex
 		if capCommit(ae) {
 			s.n.stats.commitCapped.Add(1)
-			s.n.logger.Info("raftnet: capped an append's commit index at its last entry",
+			s.n.logger.Debug("raftnet: capped an append's commit index at its last entry",
 				"group", q.group, "remote", s.conn.RemoteAddr(), "asked", asked, "capped", ae.LeaderCommitIndex)
 		}
 	}
