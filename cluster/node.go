@@ -359,8 +359,8 @@ func (n *Node) GossipAddr() string {
 // FSMs estimate it (fsm.FSM.StateBytes): what the memory budget follows
 // between collections.
 func (n *Node) stateBytes() int64 {
-	var b int64
-	for _, g := range n.allGroups() {
+	b := n.meta.FSM.StateBytes() // not allGroups: the budget asks on every decision, and that copies
+	for _, g := range n.groups {
 		b += g.FSM.StateBytes()
 	}
 	return b
