@@ -7,16 +7,25 @@ import (
 	"github.com/quorate/quorate/bucket"
 )
 
-// The header keys SetHeaders writes, in net/http's canonical form (a test
-// checks them), so that they are assigned without canonicalizing them on
-// every answer.
+// The rate-limit fields of an answer, by index into rateLimitNames and
+// rateLimitKeys, in the order AppendFields gives them.
 const (
-	keyRateLimitLimit     = "Ratelimit-Limit"
-	keyRateLimitRemaining = "Ratelimit-Remaining"
-	keyRateLimitReset     = "Ratelimit-Reset"
-	keyRetryAfter         = "Retry-After"
-	keyRateLimitPolicy    = "Ratelimit-Policy"
-	keyRateLimit          = "Ratelimit"
+	fieldLimit = iota
+	fieldRemaining
+	fieldReset
+	fieldRetryAfter
+	fieldPolicy
+	fieldRateLimit
+	numFields
+)
+
+// rateLimitNames are the fields' names as the draft and RFC 9110 spell
+// them; rateLimitKeys the same in net/http's canonical form (a test checks
+// them), so that SetHeaders assigns them without canonicalizing them on
+// every answer.
+var (
+	rateLimitNames = [numFields]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After", "RateLimit-Policy", "RateLimit"}
+	rateLimitKeys  = [numFields]string{"Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Retry-After", "Ratelimit-Policy", "Ratelimit"}
 )
 
 // maxSFInteger is the largest integer a structured field may carry (RFC
@@ -39,34 +48,68 @@ const maxSFInteger = 999_999_999_999_999
 // The last two are the structured fields of
 // draft-ietf-httpapi-ratelimit-headers-11, the tier a quoted string with "
 // and \ escaped. w is a sliding window's WindowSeconds; for a token
-// bucket it is left out when RefillPerSecond is 0 or empty (not known), t when the bucket never refills. A tier with a byte outside
-// printable ASCII (which the server's tier names never have) cannot be a
+// bucket it is left out when RefillPerSecond is 0 or empty (not known), t
+// when the bucket never refills. A tier with a byte outside printable
+// ASCII (which the server's tier names never have) cannot be a
 // structured-field string, and the answer then carries neither field.
 //
 // The values share one string and one slice: net/http and the standard
 // middleware never write into a header's slice, only read or replace it.
 func (r *AllowResponse) SetHeaders(h http.Header) {
+	vals, present := r.fields()
+	shared := vals[:]
+	for i, key := range rateLimitKeys {
+		if present[i] {
+			h[key] = shared[i : i+1 : i+1]
+		} else {
+			delete(h, key)
+		}
+	}
+}
+
+// Field is one header field: a name as the draft spells it, and a value.
+type Field struct {
+	Name, Value string
+}
+
+// AppendFields appends to dst the fields SetHeaders sets, in the order of
+// SetHeaders' list, for a protocol that carries them outside net/http
+// (the Envoy service's response_headers_to_add). The values share one
+// string.
+func (r *AllowResponse) AppendFields(dst []Field) []Field {
+	vals, present := r.fields()
+	for i, name := range rateLimitNames {
+		if present[i] {
+			dst = append(dst, Field{Name: name, Value: vals[i]})
+		}
+	}
+	return dst
+}
+
+// fields is every field's value (cut from one string) and whether the
+// answer carries it.
+func (r *AllowResponse) fields() (vals [numFields]string, present [numFields]bool) {
 	reset := r.ResetAfterMs >= 0
 	retry := !r.Allowed && r.RetryAfterMs >= 0
 	window, windowOK := r.refillSeconds()
 
 	var buf [256]byte
-	var ends [6]int // where each value ends in b
+	var ends [numFields]int // where each value ends in b
 	b := strconv.AppendInt(buf[:0], r.Limit, 10)
-	ends[0] = len(b)
+	ends[fieldLimit] = len(b)
 	b = strconv.AppendInt(b, r.Remaining, 10)
-	ends[1] = len(b)
+	ends[fieldRemaining] = len(b)
 	if reset {
 		b = strconv.AppendInt(b, ceilSeconds(r.ResetAfterMs), 10)
 	}
-	ends[2] = len(b)
+	ends[fieldReset] = len(b)
 	if retry {
 		b = strconv.AppendInt(b, ceilSeconds(r.RetryAfterMs), 10)
 	}
-	ends[3] = len(b)
+	ends[fieldRetryAfter] = len(b)
 	start := len(b)
-	b, fields := appendSFString(b, r.Tier)
-	if fields {
+	b, structured := appendSFString(b, r.Tier)
+	if structured {
 		tier := b[start:]
 		b = append(b, ";q="...)
 		b = strconv.AppendInt(b, r.Limit, 10)
@@ -74,7 +117,7 @@ func (r *AllowResponse) SetHeaders(h http.Header) {
 			b = append(b, ";w="...)
 			b = strconv.AppendInt(b, window, 10)
 		}
-		ends[4] = len(b)
+		ends[fieldPolicy] = len(b)
 		b = append(b, tier...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, r.Remaining, 10)
@@ -84,32 +127,18 @@ func (r *AllowResponse) SetHeaders(h http.Header) {
 		}
 	} else {
 		b = b[:start]
-		ends[4] = len(b)
+		ends[fieldPolicy] = len(b)
 	}
-	ends[5] = len(b)
+	ends[fieldRateLimit] = len(b)
 
 	all := string(b)
-	vals := make([]string, len(ends))
-	for i := range ends {
-		from := 0
-		if i > 0 {
-			from = ends[i-1]
-		}
-		vals[i] = all[from:ends[i]]
+	from := 0
+	for i, end := range ends {
+		vals[i] = all[from:end]
+		from = end
 	}
-	set := func(key string, i int, ok bool) {
-		if ok {
-			h[key] = vals[i : i+1 : i+1]
-		} else {
-			delete(h, key)
-		}
-	}
-	set(keyRateLimitLimit, 0, true)
-	set(keyRateLimitRemaining, 1, true)
-	set(keyRateLimitReset, 2, reset)
-	set(keyRetryAfter, 3, retry)
-	set(keyRateLimitPolicy, 4, fields)
-	set(keyRateLimit, 5, fields)
+	present = [numFields]bool{true, true, reset, retry, structured, structured}
+	return vals, present
 }
 
 // refillSeconds is the draft's w: a sliding window's WindowSeconds, or how

@@ -95,3 +95,31 @@ func TestSetHeadersAllocatesTwice(t *testing.T) {
 		assert.LessOrEqual(t, n, 2.0, c.name)
 	}
 }
+
+// AppendFields gives what SetHeaders sets, named as the draft spells the
+// fields and in SetHeaders' order, with one allocation (the values'
+// string) into a slice that has room.
+func TestAppendFieldsGivesWhatSetHeadersSets(t *testing.T) {
+	order := []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After", "RateLimit-Policy", "RateLimit"}
+	for _, c := range rateLimitCases {
+		fields := c.r.AppendFields(nil)
+		got := http.Header{}
+		var names []string
+		for _, f := range fields {
+			got.Add(f.Name, f.Value)
+			names = append(names, f.Name)
+		}
+		assert.Equal(t, c.want, got, c.name)
+		var want []string
+		for _, name := range order {
+			if c.want.Get(name) != "" {
+				want = append(want, name)
+			}
+		}
+		assert.Equal(t, want, names, c.name)
+
+		var buf [6]api.Field
+		n := testing.AllocsPerRun(20, func() { _ = c.r.AppendFields(buf[:0]) })
+		assert.LessOrEqual(t, n, 1.0, c.name)
+	}
+}

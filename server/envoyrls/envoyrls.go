@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -138,11 +137,12 @@ func (s *Server) authorize(ctx context.Context) error {
 	if s.opts.Auth == nil {
 		return nil
 	}
+	// ValueFromIncomingContext, not FromIncomingContext: that one copies
+	// every key and value of the call's metadata (about 1% of a node's
+	// CPU under Envoy's load).
 	var authorization string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			authorization = v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		authorization = v[0]
 	}
 	known, decide := s.opts.Auth.MayDecide(authorization)
 	switch {
@@ -240,22 +240,19 @@ func statusOf(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// headersOf turns the RateLimit fields api.AllowResponse.SetHeaders writes
-// into Envoy's header list.
+// headersOf is Envoy's header list of the RateLimit fields the HTTP API
+// writes on the same answer (api.AllowResponse.SetHeaders), in its order.
 func headersOf(r api.AllowResponse) []*corev3.HeaderValue {
-	h := http.Header{}
-	r.SetHeaders(h)
-	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, name := range headerOrder {
-		if v := h.Get(name); v != "" {
-			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
-		}
+	var buf [6]api.Field
+	fields := r.AppendFields(buf[:0])
+	vals := make([]corev3.HeaderValue, len(fields))
+	out := make([]*corev3.HeaderValue, len(fields))
+	for i, f := range fields {
+		vals[i].Key, vals[i].Value = f.Name, f.Value
+		out[i] = &vals[i]
 	}
 	return out
 }
-
-// headerOrder is the order the RateLimit fields are added in.
-var headerOrder = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After", "RateLimit-Policy", "RateLimit"}
 
 func durationOf(ms int64) *durationpb.Duration {
 	if ms < 0 {
