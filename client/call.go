@@ -19,19 +19,17 @@ import (
 // 200 KB.
 const maxAnswer = 4 << 20
 
-var jsonUnmarshal = json.Unmarshal
-
 // allowOne sends req alone as POST /v1/allow, with until as the node's deadline.
 func (c *Client) allowOne(ctx context.Context, node string, req api.AllowRequest, until time.Time) (api.AllowResponse, *Error) {
-	var out api.AllowResponse
-	err := c.call(ctx, node, http.MethodPost, "/v1/allow", req, &out, until)
-	return out, err
+	var out allowAnswer
+	err := c.call(ctx, node, http.MethodPost, "/v1/allow", allowBody{&req}, &out, until)
+	return out.AllowResponse, err
 }
 
 // allowBatch sends reqs as one POST /v1/allow/batch.
 func (c *Client) allowBatch(ctx context.Context, node string, reqs []api.AllowRequest, until time.Time) ([]api.AllowResponse, *Error) {
-	var out api.BatchResponse
-	if err := c.call(ctx, node, http.MethodPost, "/v1/allow/batch", api.BatchRequest{Requests: reqs}, &out, until); err != nil {
+	var out batchAnswer
+	if err := c.call(ctx, node, http.MethodPost, "/v1/allow/batch", batchBody(reqs), &out, until); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(reqs) {
@@ -51,7 +49,7 @@ func (c *Client) call(ctx context.Context, node, method, path string, in, out an
 }
 
 // send sends in (if not nil) as JSON to node and decodes a 2xx answer into
-// out (if not nil), with auth as the Authorization header ("" for none).
+// out (if not nil), each by hand where it is a wireEncoder or wireDecoder, with auth as the Authorization header ("" for none).
 // until (if not zero) bounds the call and is sent as the node's own
 // deadline; without it, the context's deadline is sent. A failure is an
 // *Error of the kind the evidence allows: not sent when no connection was
@@ -61,9 +59,14 @@ func (c *Client) call(ctx context.Context, node, method, path string, in, out an
 func send(ctx context.Context, hc *http.Client, auth, node, method, path string, in, out any, until time.Time) (routesVersion uint64, _ *Error) {
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, invalid("encoding the request: %v", err)
+		var b []byte
+		if e, ok := in.(wireEncoder); ok {
+			b = e.appendJSON(nil)
+		} else {
+			var err error
+			if b, err = json.Marshal(in); err != nil {
+				return 0, invalid("encoding the request: %v", err)
+			}
 		}
 		body = bytes.NewReader(b)
 	}
@@ -114,7 +117,11 @@ func send(ctx context.Context, hc *http.Client, auth, node, method, path string,
 	if out == nil {
 		return routesVersion, nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	decode := json.Unmarshal
+	if d, ok := out.(wireDecoder); ok {
+		decode = func(data []byte, _ any) error { return d.decodeJSON(data) }
+	}
+	if err := decode(data, out); err != nil {
 		return routesVersion, lost(node, fmt.Errorf("decoding the answer to %s %s: %w", method, path, err))
 	}
 	return routesVersion, nil

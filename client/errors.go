@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -76,7 +77,7 @@ func answerError(node string, resp *http.Response, data []byte) *Error {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
 	var eb api.ErrorBody
-	if err := jsonUnmarshal(data, &eb); err == nil && eb.Error.Code != "" {
+	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
 		e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		e.kind = api.KindOf(e.Code)
 		return e

@@ -7,12 +7,10 @@ package httpapi
 // difference.
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/quorate/quorate/api"
 )
@@ -84,7 +82,7 @@ func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 	b = append(b, `,"reset_after_ms":`...)
 	b = strconv.AppendInt(b, r.ResetAfterMs, 10)
 	b = append(b, `,"tier":`...)
-	b = appendJSONString(b, r.Tier)
+	b = api.AppendJSONString(b, r.Tier)
 	b = append(b, `,"stamp_unix_nano":`...)
 	b = strconv.AppendInt(b, r.StampUnixNano, 10)
 	if r.RefillPerSecond != "" {
@@ -117,30 +115,8 @@ func appendAllowJSON(b []byte, r *api.AllowResponse) []byte {
 // appendErrorBody appends api.ErrorBody{Error: *e} as encoding/json encodes it.
 func appendErrorBody(b []byte, e *api.ErrorDetail) []byte {
 	b = append(b, `{"error":{"code":`...)
-	b = appendJSONString(b, string(e.Code))
+	b = api.AppendJSONString(b, string(e.Code))
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, e.Message)
+	b = api.AppendJSONString(b, e.Message)
 	return append(b, `}}`...)
-}
-
-// appendJSONString appends s quoted as encoding/json quotes a string.
-// Printable ASCII, which tier names, error codes and nearly every message
-// are, is copied with only " and \ escaped; anything else (control
-// characters, non-ASCII, and the characters encoding/json escapes for HTML:
-// <, > and &) is left to encoding/json.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
 }

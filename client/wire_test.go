@@ -1,0 +1,179 @@
+package client
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/api"
+)
+
+func costOf(n int64) *int64 { return &n }
+
+// wireRequests are requests whose encoding has something to get wrong:
+// no cost, a peek, the largest cost, ids that need escapes, HTML
+// characters, non-ASCII and invalid UTF-8.
+var wireRequests = []api.AllowRequest{
+	{Client: "alice"},
+	{Client: "bob", Cost: costOf(0)},
+	{Client: "carol", Cost: costOf(math.MaxInt64), RequestID: "r-1"},
+	{Client: `quote"back\slash`, Cost: costOf(-3), RequestID: "tab\tnl\n"},
+	{Client: "<html>&amp;", RequestID: "é€😀"},
+	{Client: "bad\xffutf8"},
+	{Client: ""},
+}
+
+func TestWireEncodesAsJSON(t *testing.T) {
+	for _, r := range wireRequests {
+		want, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(allowBody{&r}.appendJSON(nil)), "%+v", r)
+	}
+	for _, reqs := range [][]api.AllowRequest{nil, {}, wireRequests[:1], wireRequests} {
+		want, err := json.Marshal(api.BatchRequest{Requests: reqs})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(batchBody(reqs).appendJSON(nil)), "%d requests", len(reqs))
+	}
+}
+
+// randomAnswer is an answer with every field the server may set.
+func randomAnswer(rng *rand.Rand) api.AllowResponse {
+	r := api.AllowResponse{
+		Allowed: rng.IntN(2) == 0, Remaining: rng.Int64N(1 << 40), Limit: rng.Int64N(1 << 40),
+		RetryAfterMs: rng.Int64N(1<<20) - 1, ResetAfterMs: rng.Int64N(1<<20) - 1,
+		Tier: []string{"free", "default", "pro-2", "tiér", ""}[rng.IntN(5)], StampUnixNano: rng.Int64(),
+		Duplicate: rng.IntN(4) == 0, MaybeDuplicate: rng.IntN(4) == 0, Degraded: rng.IntN(4) == 0,
+	}
+	if rng.IntN(2) == 0 {
+		r.RefillPerSecond = json.Number([]string{"0", "1", "0.5", "1000000", "0.000000001"}[rng.IntN(5)])
+	}
+	if rng.IntN(3) == 0 {
+		r.WindowSeconds = rng.Int64N(86_400) + 1
+	}
+	if rng.IntN(3) == 0 {
+		r.SetShadow(rng.IntN(2) == 0)
+	}
+	return r
+}
+
+// The scanner reads every answer the server writes (no fall back to
+// encoding/json) and gets what json.Unmarshal gets.
+func TestWireDecodesTheServersAnswers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 50 {
+		want := api.BatchResponse{Results: make([]api.AllowResponse, n)}
+		for i := range want.Results {
+			want.Results[i] = randomAnswer(rng)
+		}
+		data, err := json.Marshal(want)
+		require.NoError(t, err)
+		data = append(data, '\n') // the server's encoder ends with one
+
+		var got api.BatchResponse
+		p := wireScanner{s: string(data)}
+		require.True(t, p.batchResponse(&got) && p.end(), "the scanner gives up on %s", data)
+		assert.Equal(t, want, got)
+
+		if n > 0 {
+			one, err := json.Marshal(want.Results[0])
+			require.NoError(t, err)
+			var a api.AllowResponse
+			p := wireScanner{s: string(one)}
+			require.True(t, p.allowResponse(&a) && p.end(), "the scanner gives up on %s", one)
+			assert.Equal(t, want.Results[0], a)
+		}
+	}
+}
+
+// Whatever the bytes, the decoders return what json.Unmarshal returns into
+// a zero value: the same value, and an error exactly when it has one.
+func FuzzWireDecodesAsJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"results":[{"allowed":true,"remaining":4,"limit":5,"retry_after_ms":0,"reset_after_ms":1000,"tier":"free","stamp_unix_nano":17,"refill_per_second":1}]}` + "\n",
+		`{"results":[]}`, `{"results":null}`, `{}`, `{"results":[{}, {"would_allow":false,"shadow":true}]}`,
+		`{"results":[{"allowed":true}],"results":[{"limit":2}]}`,
+		`{"Results":[{"Allowed":true}]}`, `{"results":[{"tier":"a\"b"}]}`, `{"results":[{"tier":"\u00e9"}]}`,
+		`{"results":[{"remaining":1e3}]}`, `{"results":[{"remaining":-0}]}`, `{"results":[{"remaining":01}]}`,
+		`{"results":[{"remaining":9223372036854775808}]}`, `{"results":[{"refill_per_second":"1.5"}]}`,
+		`{"results":[{"refill_per_second":1.5e-3}]}`, `{"results":[{"allowed":null}]}`, `{"results":[{"x":[1,{"y":2}]}]}`,
+		`{"results":[{"tier":"` + "\xff" + `"}]}`, `{"results":[{"allowed":truex}]}`, ` { "results" : [ { "limit" : 3 } ] } `,
+		`{"results":[{"limit":3}]} x`, `{"results":[{"limit":3},]}`, `[]`, ``, `{"allowed":true,"tier":"pro","would_allow":true}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want api.BatchResponse
+		wantErr := json.Unmarshal(data, &want)
+		var got batchAnswer
+		err := got.decodeJSON(data)
+		require.Equal(t, wantErr != nil, err != nil, "batch %q: %v against json's %v", data, err, wantErr)
+		if err == nil {
+			assert.Equal(t, want, got.BatchResponse, "batch %q", data)
+		}
+
+		var wantOne api.AllowResponse
+		wantErr = json.Unmarshal(data, &wantOne)
+		var one allowAnswer
+		err = one.decodeJSON(data)
+		require.Equal(t, wantErr != nil, err != nil, "answer %q: %v against json's %v", data, err, wantErr)
+		if err == nil {
+			assert.Equal(t, wantOne, one.AllowResponse, "answer %q", data)
+		}
+	})
+}
+
+// BenchmarkDecodeBatch decodes a coalesced batch's answer (8 results) by
+// hand and by encoding/json.
+func BenchmarkDecodeBatch(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	resp := api.BatchResponse{Results: make([]api.AllowResponse, 8)}
+	for i := range resp.Results {
+		resp.Results[i] = randomAnswer(rng)
+	}
+	data, err := json.Marshal(resp)
+	require.NoError(b, err)
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var out batchAnswer
+			if err := out.decodeJSON(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var out api.BatchResponse
+			if err := json.Unmarshal(data, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeBatch is BenchmarkDecodeBatch for the request.
+func BenchmarkEncodeBatch(b *testing.B) {
+	reqs := make([]api.AllowRequest, 8)
+	for i := range reqs {
+		reqs[i] = api.AllowRequest{Client: "client-" + string(rune('a'+i)), RequestID: "0123456789abcdef"}
+	}
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = batchBody(reqs).appendJSON(nil)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(api.BatchRequest{Requests: reqs}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
