@@ -65,24 +65,26 @@ func appendAllowRequest(b []byte, r *api.AllowRequest) []byte {
 type allowAnswer struct{ api.AllowResponse }
 
 func (a *allowAnswer) decodeJSON(data []byte) error {
-	p := wireScanner{s: string(data)}
-	if p.allowResponse(&a.AllowResponse) && p.end() {
-		return nil
-	}
-	a.AllowResponse = api.AllowResponse{}
-	return json.Unmarshal(data, &a.AllowResponse)
+	return decodeWire(data, &a.AllowResponse, (*wireScanner).allowResponse)
 }
 
 // batchAnswer is the answer of POST /v1/allow/batch.
 type batchAnswer struct{ api.BatchResponse }
 
 func (a *batchAnswer) decodeJSON(data []byte) error {
+	return decodeWire(data, &a.BatchResponse, (*wireScanner).batchResponse)
+}
+
+// decodeWire reads data into the zero *out with scan, or, where scan gives
+// up, with json.Unmarshal into a fresh zero value.
+func decodeWire[T any](data []byte, out *T, scan func(*wireScanner, *T) bool) error {
 	p := wireScanner{s: string(data)}
-	if p.batchResponse(&a.BatchResponse) && p.end() {
+	if scan(&p, out) && p.end() {
 		return nil
 	}
-	a.BatchResponse = api.BatchResponse{}
-	return json.Unmarshal(data, &a.BatchResponse)
+	var zero T
+	*out = zero
+	return json.Unmarshal(data, out)
 }
 
 // wireScanner reads one answer in one pass. Strings it returns are
