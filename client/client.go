@@ -71,8 +71,11 @@ type Config struct {
 	// TLS configures https endpoints (nil: the system's roots). Ignored when
 	// HTTPClient is set.
 	TLS *tls.Config
-	// HTTPClient, if set, carries every call (its Timeout should be 0: the
-	// client bounds each attempt itself).
+	// HTTPClient, if set, carries every call: through its Transport
+	// alone where it has no Jar, Timeout or CheckRedirect of its own
+	// (quorate never redirects, so a 3xx answer is an error), else through
+	// its Do. Its Timeout should be 0: the client bounds each attempt
+	// itself.
 	HTTPClient *http.Client
 
 	// OnUnavailable is what Allow answers when no node decided before the
@@ -143,6 +146,7 @@ type Config struct {
 type Client struct {
 	cfg    Config
 	hc     *http.Client
+	do     carrier // hc's, chosen once (carrierOf)
 	auth   string
 	now    func() time.Time
 	ids    *idSource
@@ -221,6 +225,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:    cfg,
 		hc:     hc,
+		do:     carrierOf(hc),
 		now:    cfg.Now,
 		ids:    newIDSource(),
 		nodes:  newNodeSet(eps, cfg.Now),

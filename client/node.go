@@ -222,7 +222,7 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) error {
 }
 
 func (n *Node) do(ctx context.Context, method, path string, in, out any) error {
-	if _, err := send(ctx, n.hc, n.auth, n.base, method, path, in, out, time.Time{}); err != nil {
+	if _, err := send(ctx, n.hc.Do, n.auth, n.base, method, path, in, out, time.Time{}); err != nil {
 		return err
 	}
 	return nil

@@ -18,8 +18,12 @@ import (
 	"github.com/quorate/quorate/api"
 )
 
-// wireEncoder is a request body that encodes itself.
-type wireEncoder interface{ appendJSON(b []byte) []byte }
+// wireEncoder is a request body that encodes itself, and says how many
+// bytes that usually takes (so that the body is one allocation).
+type wireEncoder interface {
+	appendJSON(b []byte) []byte
+	sizeHint() int
+}
 
 // wireDecoder is an answer that decodes itself (out is zero beforehand).
 type wireDecoder interface{ decodeJSON(data []byte) error }
@@ -28,6 +32,7 @@ type wireDecoder interface{ decodeJSON(data []byte) error }
 type allowBody struct{ r *api.AllowRequest }
 
 func (a allowBody) appendJSON(b []byte) []byte { return appendAllowRequest(b, a.r) }
+func (a allowBody) sizeHint() int              { return sizeOfAllowRequest(a.r) }
 
 // batchBody is the body of POST /v1/allow/batch.
 type batchBody []api.AllowRequest
@@ -44,6 +49,27 @@ func (reqs batchBody) appendJSON(b []byte) []byte {
 		b = appendAllowRequest(b, &reqs[i])
 	}
 	return append(b, "]}"...)
+}
+
+func (reqs batchBody) sizeHint() int {
+	n := len(`{"requests":null}`)
+	for i := range reqs {
+		n += sizeOfAllowRequest(&reqs[i]) + 1
+	}
+	return n
+}
+
+// sizeOfAllowRequest is what appendAllowRequest takes for r when nothing
+// in its strings needs escaping.
+func sizeOfAllowRequest(r *api.AllowRequest) int {
+	n := len(`{"client":""}`) + len(r.Client)
+	if r.Cost != nil {
+		n += len(`,"cost":`) + 20
+	}
+	if r.RequestID != "" {
+		n += len(`,"request_id":""`) + len(r.RequestID)
+	}
+	return n
 }
 
 // appendAllowRequest appends r as json.Marshal encodes an api.AllowRequest.

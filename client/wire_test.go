@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,6 +42,24 @@ func TestWireEncodesAsJSON(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(batchBody(reqs).appendJSON(nil)), "%d requests", len(reqs))
 	}
+}
+
+// TestWireSizeHintHoldsThePlainBody: where no string needs an escape, the
+// size hint is room for the whole body, so send allocates it once.
+func TestWireSizeHintHoldsThePlainBody(t *testing.T) {
+	plain := []api.AllowRequest{wireRequests[0], wireRequests[1], wireRequests[2], {Client: "dave", Cost: costOf(math.MinInt64)}}
+	for _, r := range plain {
+		body := allowBody{&r}
+		assert.GreaterOrEqual(t, body.sizeHint(), len(body.appendJSON(nil)), "%+v", r)
+	}
+	for _, reqs := range [][]api.AllowRequest{nil, {}, plain[:1], plain} {
+		body := batchBody(reqs)
+		assert.GreaterOrEqual(t, body.sizeHint(), len(body.appendJSON(nil)), "%d requests", len(reqs))
+	}
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
+		body := batchBody(plain)
+		_ = body.appendJSON(make([]byte, 0, body.sizeHint()))
+	}), "allocations to encode a batch into its hinted buffer")
 }
 
 // randomAnswer is an answer with every field the server may set.
@@ -165,7 +187,8 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	b.Run("wire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = batchBody(reqs).appendJSON(nil)
+			body := batchBody(reqs)
+			_ = body.appendJSON(make([]byte, 0, body.sizeHint())) // as send does
 		}
 	})
 	b.Run("encoding-json", func(b *testing.B) {
@@ -176,4 +199,40 @@ func BenchmarkEncodeBatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCarrierSkipsTheHTTPClientOnlyWhereItAddsNothing: a plain
+// http.Client is passed over for its transport, so a redirect is an answer
+// like any other; a client with a redirect policy or a cookie jar of its
+// own keeps carrying the calls, with both.
+func TestCarrierSkipsTheHTTPClientOnlyWhereItAddsNothing(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "seen", Value: "1"})
+		if r.URL.Path == "/away" {
+			http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	get := func(do carrier) *http.Response {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/away", nil)
+		require.NoError(t, err)
+		resp, err := do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return resp
+	}
+
+	assert.Equal(t, http.StatusTemporaryRedirect, get(carrierOf(&http.Client{})).StatusCode, "a plain client: not followed")
+
+	var redirects int
+	policy := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { redirects++; return nil }}
+	assert.Equal(t, http.StatusOK, get(carrierOf(policy)).StatusCode, "the client's redirect policy applies")
+	assert.Equal(t, 1, redirects)
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	get(carrierOf(&http.Client{Jar: jar}))
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	assert.Len(t, jar.Cookies(u), 1, "the client's cookie jar was used")
 }
