@@ -4,18 +4,20 @@ package client
 // encoding/json's reflection, which was about a third of the client's CPU
 // per coalesced decision (README "Use it from your service"). The encoder
 // writes byte for byte what json.Marshal writes (TestWireEncodesAsJSON).
-// The decoder reads the answers the server writes; at the first byte it
-// does not expect (an escape, an unknown member, null, a number written
-// another way, invalid UTF-8) it gives up and the body goes to
-// json.Unmarshal, so what it returns is always what json.Unmarshal would
-// return into a zero value (FuzzWireDecodesAsJSON).
+// The decoder (package jsonscan, the server's reader of requests too) reads
+// the answers the server writes; at the first byte it does not expect (an
+// unknown member, null, a number written another way, invalid UTF-8) it
+// gives up and the body goes to json.Unmarshal, so what it returns is
+// always what json.Unmarshal would return into a zero value
+// (FuzzWireDecodesAsJSON).
 
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/internal/jsonscan"
 )
 
 // wireEncoder is a request body that encodes itself, and says how many
@@ -91,168 +93,26 @@ func appendAllowRequest(b []byte, r *api.AllowRequest) []byte {
 type allowAnswer struct{ api.AllowResponse }
 
 func (a *allowAnswer) decodeJSON(data []byte) error {
-	return decodeWire(data, &a.AllowResponse, (*wireScanner).allowResponse)
+	return decodeWire(data, &a.AllowResponse, scanAllowResponse)
 }
 
 // batchAnswer is the answer of POST /v1/allow/batch.
 type batchAnswer struct{ api.BatchResponse }
 
 func (a *batchAnswer) decodeJSON(data []byte) error {
-	return decodeWire(data, &a.BatchResponse, (*wireScanner).batchResponse)
+	return decodeWire(data, &a.BatchResponse, scanBatchResponse)
 }
 
 // decodeWire reads data into the zero *out with scan, or, where scan gives
 // up, with json.Unmarshal into a fresh zero value.
-func decodeWire[T any](data []byte, out *T, scan func(*wireScanner, *T) bool) error {
-	p := wireScanner{s: string(data)}
-	if scan(&p, out) && p.end() {
+func decodeWire[T any](data []byte, out *T, scan func(*jsonscan.Scanner, *T) bool) error {
+	p := jsonscan.New(string(data))
+	if scan(&p, out) && p.End() {
 		return nil
 	}
 	var zero T
 	*out = zero
 	return json.Unmarshal(data, out)
-}
-
-// wireScanner reads one answer in one pass. Strings it returns are
-// substrings of s: an answer costs one copy of its body.
-type wireScanner struct {
-	s string
-	i int // the next byte to read
-}
-
-func (p *wireScanner) space() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// skip reads c after any white space.
-func (p *wireScanner) skip(c byte) bool {
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (p *wireScanner) end() bool {
-	p.space()
-	return p.i == len(p.s)
-}
-
-// str reads a string without escapes or control characters, of valid
-// UTF-8.
-func (p *wireScanner) str() (string, bool) {
-	if !p.skip('"') {
-		return "", false
-	}
-	start, ascii := p.i, true
-	for ; p.i < len(p.s); p.i++ {
-		switch c := p.s[p.i]; {
-		case c == '"':
-			v := p.s[start:p.i]
-			p.i++
-			return v, ascii || utf8.ValidString(v)
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
-}
-
-// number reads a JSON number and returns its text.
-func (p *wireScanner) number() (string, bool) {
-	p.space()
-	start := p.i
-	if p.i < len(p.s) && p.s[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.s) && p.s[p.i] == '0':
-		p.i++
-	case p.digits() == 0:
-		return "", false
-	}
-	if p.i < len(p.s) && p.s[p.i] == '.' {
-		p.i++
-		if p.digits() == 0 {
-			return "", false
-		}
-	}
-	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
-			p.i++
-		}
-		if p.digits() == 0 {
-			return "", false
-		}
-	}
-	return p.s[start:p.i], true
-}
-
-func (p *wireScanner) digits() int {
-	start := p.i
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		p.i++
-	}
-	return p.i - start
-}
-
-// integer reads a number written as an integer that fits an int64.
-func (p *wireScanner) integer() (int64, bool) {
-	text, ok := p.number()
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(text, 10, 64)
-	return n, err == nil
-}
-
-// boolean reads true or false.
-func (p *wireScanner) boolean() (v, ok bool) {
-	p.space()
-	switch rest := p.s[p.i:]; {
-	case len(rest) >= 4 && rest[:4] == "true":
-		p.i += 4
-		return true, true
-	case len(rest) >= 5 && rest[:5] == "false":
-		p.i += 5
-		return false, true
-	}
-	return false, false
-}
-
-// members reads an object, calling member for each member's name; member
-// reads the value.
-func (p *wireScanner) members(member func(name string) bool) bool {
-	if !p.skip('{') {
-		return false
-	}
-	if p.skip('}') {
-		return true
-	}
-	for {
-		name, ok := p.str()
-		if !ok || !p.skip(':') || !member(name) {
-			return false
-		}
-		if p.skip('}') {
-			return true
-		}
-		if !p.skip(',') {
-			return false
-		}
-	}
 }
 
 // Shared targets of AllowResponse.WouldAllow, so that decoding it
@@ -262,40 +122,42 @@ var (
 	decodedFalse = false
 )
 
-func (p *wireScanner) allowResponse(r *api.AllowResponse) bool {
-	return p.members(func(name string) (ok bool) {
+// scanAllowResponse reads an api.AllowResponse. A member it does not know
+// is json.Unmarshal's to skip (or to match without regard to case).
+func scanAllowResponse(p *jsonscan.Scanner, r *api.AllowResponse) bool {
+	return p.Members(func(name string) (ok bool) {
 		switch name {
 		case "allowed":
-			r.Allowed, ok = p.boolean()
+			r.Allowed, ok = p.Bool()
 		case "remaining":
-			r.Remaining, ok = p.integer()
+			r.Remaining, ok = p.Int()
 		case "limit":
-			r.Limit, ok = p.integer()
+			r.Limit, ok = p.Int()
 		case "retry_after_ms":
-			r.RetryAfterMs, ok = p.integer()
+			r.RetryAfterMs, ok = p.Int()
 		case "reset_after_ms":
-			r.ResetAfterMs, ok = p.integer()
+			r.ResetAfterMs, ok = p.Int()
 		case "tier":
-			r.Tier, ok = p.str()
+			r.Tier, ok = p.Str()
 		case "stamp_unix_nano":
-			r.StampUnixNano, ok = p.integer()
+			r.StampUnixNano, ok = p.Int()
 		case "refill_per_second":
 			var text string
-			text, ok = p.number()
+			text, ok = p.Number()
 			r.RefillPerSecond = json.Number(text)
 		case "window_seconds":
-			r.WindowSeconds, ok = p.integer()
+			r.WindowSeconds, ok = p.Int()
 		case "duplicate":
-			r.Duplicate, ok = p.boolean()
+			r.Duplicate, ok = p.Bool()
 		case "maybe_duplicate":
-			r.MaybeDuplicate, ok = p.boolean()
+			r.MaybeDuplicate, ok = p.Bool()
 		case "degraded":
-			r.Degraded, ok = p.boolean()
+			r.Degraded, ok = p.Bool()
 		case "shadow":
-			r.Shadow, ok = p.boolean()
+			r.Shadow, ok = p.Bool()
 		case "would_allow":
 			var v bool
-			v, ok = p.boolean()
+			v, ok = p.Bool()
 			r.WouldAllow = &decodedFalse
 			if v {
 				r.WouldAllow = &decodedTrue
@@ -305,23 +167,24 @@ func (p *wireScanner) allowResponse(r *api.AllowResponse) bool {
 	})
 }
 
-func (p *wireScanner) batchResponse(r *api.BatchResponse) bool {
-	return p.members(func(name string) bool {
-		if name != "results" || r.Results != nil || !p.skip('[') {
+// scanBatchResponse reads an api.BatchResponse.
+func scanBatchResponse(p *jsonscan.Scanner, r *api.BatchResponse) bool {
+	return p.Members(func(name string) bool {
+		if name != "results" || r.Results != nil || !p.Skip('[') {
 			return false
 		}
 		// Every result opens a brace, so the braces bound their number.
-		results := make([]api.AllowResponse, 0, countBraces(p.s[p.i:]))
-		if !p.skip(']') {
+		results := make([]api.AllowResponse, 0, strings.Count(p.Rest(), "{"))
+		if !p.Skip(']') {
 			for {
 				results = append(results, api.AllowResponse{})
-				if !p.allowResponse(&results[len(results)-1]) {
+				if !scanAllowResponse(p, &results[len(results)-1]) {
 					return false
 				}
-				if p.skip(']') {
+				if p.Skip(']') {
 					break
 				}
-				if !p.skip(',') {
+				if !p.Skip(',') {
 					return false
 				}
 			}
@@ -329,14 +192,4 @@ func (p *wireScanner) batchResponse(r *api.BatchResponse) bool {
 		r.Results = results
 		return true
 	})
-}
-
-func countBraces(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '{' {
-			n++
-		}
-	}
-	return n
 }

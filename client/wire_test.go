@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/internal/jsonscan"
 )
 
 func costOf(n int64) *int64 { return &n }
@@ -96,16 +97,16 @@ func TestWireDecodesTheServersAnswers(t *testing.T) {
 		data = append(data, '\n') // the server's encoder ends with one
 
 		var got api.BatchResponse
-		p := wireScanner{s: string(data)}
-		require.True(t, p.batchResponse(&got) && p.end(), "the scanner gives up on %s", data)
+		p := jsonscan.New(string(data))
+		require.True(t, scanBatchResponse(&p, &got) && p.End(), "the scanner gives up on %s", data)
 		assert.Equal(t, want, got)
 
 		if n > 0 {
 			one, err := json.Marshal(want.Results[0])
 			require.NoError(t, err)
 			var a api.AllowResponse
-			p := wireScanner{s: string(one)}
-			require.True(t, p.allowResponse(&a) && p.end(), "the scanner gives up on %s", one)
+			p := jsonscan.New(string(one))
+			require.True(t, scanAllowResponse(&p, &a) && p.End(), "the scanner gives up on %s", one)
 			assert.Equal(t, want.Results[0], a)
 		}
 	}

@@ -48,7 +48,7 @@ func callerFactory(cfg config) (func(target string) (caller, error), func(), err
 		// leader and, unless -coalesce=false, coalesces concurrent ones.
 		tr := &http.Transport{MaxIdleConnsPerHost: cfg.conns, IdleConnTimeout: time.Minute}
 		c, err := client.New(client.Config{Endpoints: cfg.targets, Token: cfg.token, NoCoalesce: !cfg.coalesce,
-			HTTPClient: &http.Client{Transport: tr}, Timeout: callTimeout})
+			MaxInflight: cfg.inflight, HTTPClient: &http.Client{Transport: tr}, Timeout: callTimeout})
 		if err != nil {
 			return nil, nil, err
 		}

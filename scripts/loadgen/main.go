@@ -95,6 +95,8 @@ type config struct {
 	token string
 	// coalesce lets the Go client (mode client) coalesce decisions.
 	coalesce bool
+	// inflight is the client's MaxInflight (mode client; 0: its default).
+	inflight int
 	// requestIDs gives every decision of mode quorate its own request id.
 	requestIDs bool
 	// each asks for every key once, in order, instead of at random.
@@ -126,6 +128,7 @@ func run(args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
 	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
+	inflight := fs.Int("inflight", 0, "mode client: coalesced calls outstanding per group's leader before decisions wait to travel together (the client's MaxInflight; 0: its default)")
 	requestIDs := fs.Bool("request-ids", false, "mode quorate: give every decision a request id of its own (what the group remembers for two minutes)")
 	ledgerURLs := fs.String("ledger", "", "comma-separated debug listener URLs of the nodes (--debug-addr), one per -pids entry in the same order: profile them over the middle half of the run and report the cost ledger, CPU per decision by stage")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile over the run to this file (what the caller's side costs, as in the client rows)")
@@ -141,6 +144,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if *batch < 1 || *batch > 1000 || (*batch > 1 && *mode != "quorate" && *mode != "envoy") {
 		return errors.New("-batch must be 1..1000, and above 1 only in quorate and envoy modes")
+	}
+	if *inflight < 0 || (*inflight > 0 && *mode != "client") {
+		return errors.New("-inflight must be 0 or more, and is for mode client only")
 	}
 	if *mode == "client" && *batch > 1 {
 		return errors.New("-mode client decides one request per call: the client batches by itself")
@@ -161,7 +167,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	cfg := config{
 		mode: *mode, targets: splitList(*targets), conns: *conns, batch: *batch, policy: policy,
-		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce, requestIDs: *requestIDs,
+		maxReq: *maxReq, seed: *seed, duration: *duration, probeURLs: splitList(*metrics), token: *token, coalesce: *coalesce, inflight: *inflight, requestIDs: *requestIDs,
 		each: *each, ledgerURLs: splitList(*ledgerURLs),
 	}
 	if *each {
