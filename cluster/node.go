@@ -47,6 +47,7 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/grouphash"
 	"github.com/quorate/quorate/internal/version"
+	"github.com/quorate/quorate/raftlog"
 	"github.com/quorate/quorate/transport/raftmux"
 	"github.com/quorate/quorate/transport/raftnet"
 )
@@ -240,7 +241,7 @@ func (n *Node) start() error {
 	})
 	n.net.Handle(forward.Method, n.serveForwarded)
 
-	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, n.logger); err != nil {
+	if n.logs, err = raftgroup.OpenLogStores(opts.DataDir, opts.LogStore, raftlog.Options{Logger: n.logger, MinSyncInterval: opts.WALSyncInterval}); err != nil {
 		return err
 	}
 	// Every group's store first: a node that holds state in any group is a

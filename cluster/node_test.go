@@ -287,6 +287,27 @@ func TestDataDirRemembersLogStore(t *testing.T) {
 	assert.ErrorContains(t, err, "log store must be")
 }
 
+func TestWALSyncIntervalIsBoundedAndSpacedNodesDecide(t *testing.T) {
+	open := func(dir string, interval time.Duration) (*Node, error) {
+		return New(Options{NodeID: "n1", DataDir: dir, Groups: 2, WALSyncInterval: interval, Logger: slog.New(slog.DiscardHandler),
+			RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Clock: clock.NewManual()})
+	}
+	for _, bad := range []time.Duration{-time.Microsecond, MaxWALSyncInterval + time.Microsecond} {
+		dir := t.TempDir()
+		_, err := open(dir, bad)
+		assert.ErrorContains(t, err, "WAL sync interval must be", "%s", bad)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "a refused interval (%s) wrote nothing", bad)
+	}
+
+	n := startNode(t, t.TempDir(), clock.NewManual(), func(o *Options) { o.WALSyncInterval = 2 * time.Millisecond })
+	for i := range 3 {
+		d := allowOne(t, n, "spaced", 1)
+		assert.Equal(t, bucket.BuiltinDefault.Capacity-int64(i+1), d.RemainingTokens(), "decision %d behind a spaced fsync", i)
+	}
+}
+
 func TestMissingClusterFileIsNotANewDataDir(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir, clock.NewManual())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/raftlog"
 )
 
 // Voter names a node by its id and raft address.
@@ -62,7 +63,7 @@ func Recover(dataDir string, voters []Voter, logger *slog.Logger, started func(R
 	if err != nil {
 		return nil, err
 	}
-	stores, err := raftgroup.OpenLogStores(dataDir, cf.LogStore, logger)
+	stores, err := raftgroup.OpenLogStores(dataDir, cf.LogStore, raftlog.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}

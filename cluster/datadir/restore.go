@@ -15,6 +15,7 @@ import (
 	"github.com/quorate/quorate/cluster/backup"
 	"github.com/quorate/quorate/cluster/raftgroup"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/raftlog"
 )
 
 // RestoreOptions says where a backup is restored to.
@@ -128,7 +129,7 @@ func writeDataDir(path, dir string, h backup.Header, groups []RestoredGroup, opt
 	if err != nil {
 		return err
 	}
-	stores, err := raftgroup.OpenLogStores(dir, cf.LogStore, opts.Logger)
+	stores, err := raftgroup.OpenLogStores(dir, cf.LogStore, raftlog.Options{Logger: opts.Logger})
 	if err != nil {
 		return err
 	}

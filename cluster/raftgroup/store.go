@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,11 +36,12 @@ type LogStores struct {
 	bolt    raftlog.Bolt
 }
 
-// OpenLogStores opens the stores of a data dir created with layout.
-func OpenLogStores(dataDir, layout string, logger *slog.Logger) (*LogStores, error) {
+// OpenLogStores opens the stores of a data dir created with layout; o
+// applies to the shared database only.
+func OpenLogStores(dataDir, layout string, o raftlog.Options) (*LogStores, error) {
 	s := &LogStores{layout: layout, dataDir: dataDir}
 	if layout == LogStoreShared {
-		db, err := raftlog.OpenShared(filepath.Join(dataDir, "log"), raftlog.Options{Logger: logger})
+		db, err := raftlog.OpenShared(filepath.Join(dataDir, "log"), o)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
