@@ -8,7 +8,8 @@ import (
 	"github.com/quorate/quorate/api"
 )
 
-// A lane carries the decisions of one group bound for one node. While
+// A lane carries the decisions bound for one node, whichever groups it
+// leads for them. While
 // MaxInflight calls on the lane are outstanding, new decisions queue; when a call returns,
 // everything queued (up to MaxBatch) leaves as one POST /v1/allow/batch.
 // A lone decision on an idle lane goes at once (after CoalesceWindow, if
@@ -41,18 +42,21 @@ type result struct {
 	alone bool
 }
 
-// laneFor returns the lane to node for group's decisions (group -1 before
-// the routes are known). A lane carries one group's decisions, so that a
-// coalesced call is one raft entry on the leader rather than one per group
-// in it, waited on together.
-func (c *Client) laneFor(node string, group int) *lane {
-	key := nodeGroup{node, group}
+// laneFor returns the lane to node. A lane is per node, not per group: the
+// leader splits a call by group and decides the parts in parallel, one raft
+// entry each, sharing its fsyncs, so a call waits for about one group's
+// entry while carrying every group's decisions. Lanes per (node, group)
+// made each call one entry but split the callers eight ways on one node:
+// measured on one node, 64 goroutines, three alternated pairs, per node
+// decided x1.02-x1.26 what per group did, with 22-36% less of the node's
+// CPU and about 40% less of the client's per decision.
+func (c *Client) laneFor(node string) *lane {
 	c.lanesMu.Lock()
 	defer c.lanesMu.Unlock()
-	l := c.lanes[key]
+	l := c.lanes[node]
 	if l == nil {
 		l = &lane{c: c, node: node}
-		c.lanes[key] = l
+		c.lanes[node] = l
 	}
 	return l
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,19 +73,10 @@ func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 		return ch
 	}
 	first := run("first")
-	group, _ := c.routes.leaderOf("first")
-	l := c.laneFor(srv.URL, group)
+	l := c.laneFor(srv.URL)
 	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inflight == 1 }, 5*time.Second, time.Millisecond)
-	// Lanes are per group: find a bad id and a good one in first's group.
-	sameGroup := func(prefix string) string {
-		for i := 0; ; i++ {
-			id := prefix + strconv.Itoa(i)
-			if g, _ := c.routes.leaderOf(id); g == group {
-				return id
-			}
-		}
-	}
-	bad, good := run(sameGroup(strings.Repeat("b", api.MaxClientLen))), run(sameGroup("good"))
+	// The lane is the node's: ids of any group queue behind first's call.
+	bad, good := run(strings.Repeat("b", api.MaxClientLen+1)), run("good") // bad: one byte too long
 	require.Eventually(t, func() bool { return l.queued() == 2 }, 5*time.Second, time.Millisecond)
 	close(g.release)
 
