@@ -128,7 +128,7 @@ func run(args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Uint64("seed", 1, "random seed for key choice")
 	coalesce := fs.Bool("coalesce", true, "mode client: let the client send concurrent decisions bound for one node as one batch")
-	inflight := fs.Int("inflight", 0, "mode client: coalesced calls outstanding per group's leader before decisions wait to travel together (the client's MaxInflight; 0: its default)")
+	inflight := fs.Int("inflight", 0, "mode client: coalesced calls outstanding per node before decisions wait to travel together (the client's MaxInflight; 0: its default)")
 	requestIDs := fs.Bool("request-ids", false, "mode quorate: give every decision a request id of its own (what the group remembers for two minutes)")
 	ledgerURLs := fs.String("ledger", "", "comma-separated debug listener URLs of the nodes (--debug-addr), one per -pids entry in the same order: profile them over the middle half of the run and report the cost ledger, CPU per decision by stage")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile over the run to this file (what the caller's side costs, as in the client rows)")
