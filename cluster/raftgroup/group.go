@@ -175,38 +175,54 @@ func (g *Group) CacheBytes() int { return g.logs.Bytes() }
 // watchLeadership keeps serving in step with raft's leadership: on winning
 // an election it applies a barrier first, so that reads and decisions start
 // from every committed entry.
+//
+// It goes by raft's state, not by the values of LeaderCh: that channel
+// keeps only its latest value, and a test that handed a group to a node
+// just back and had the placer move it on at once (transfer_test.go) saw
+// a group whose raft led, with everything applied, left not serving for
+// good because the last value the watch read was an earlier false. So
+// every LeaderCh value and every leadershipPoll it looks at the state
+// again; a barrier that fails (a transfer in progress refuses it) is
+// retried at the next look, not in a loop.
 func (g *Group) watchLeadership(onServing func(*Group)) {
 	defer g.wg.Done()
 	ch := g.Raft.LeaderCh()
+	poll := time.NewTicker(leadershipPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-g.stop:
 			g.setServing(false)
 			return
-		case leader := <-ch:
-			if !leader {
-				g.setServing(false)
-				continue
-			}
-			for g.Raft.State() == raft.Leader {
-				term := g.Raft.CurrentTerm()
-				if err := waitFuture(g.Raft.Barrier(5*time.Second), g.stop); err == nil {
-					if g.Raft.CurrentTerm() != term {
-						continue // leadership changed under the barrier: again, in the new term
-					}
-					g.barrierTerm.Store(term)
-					g.setServing(true)
-					if onServing != nil {
-						go onServing(g)
-					}
-					break
-				} else if errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errAbandoned) {
-					return
-				}
-			}
+		case <-ch:
+		case <-poll.C:
+		}
+		if g.Raft.State() != raft.Leader {
+			g.setServing(false)
+			continue
+		}
+		term := g.Raft.CurrentTerm()
+		if g.serving.Load() && g.barrierTerm.Load() == term {
+			continue
+		}
+		err := waitFuture(g.Raft.Barrier(5*time.Second), g.stop)
+		if errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errAbandoned) {
+			return
+		}
+		if err != nil || g.Raft.CurrentTerm() != term || g.Raft.State() != raft.Leader {
+			continue // leadership changed under the barrier, or it was refused: look again
+		}
+		g.barrierTerm.Store(term)
+		g.setServing(true)
+		if onServing != nil {
+			go onServing(g)
 		}
 	}
 }
+
+// leadershipPoll is how often watchLeadership looks at raft's state
+// besides LeaderCh: a few atomic loads per group.
+const leadershipPoll = 20 * time.Millisecond
 
 func (g *Group) setServing(v bool) {
 	if g.serving.Swap(v) == v {

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorate/quorate/bucket"
+	"github.com/quorate/quorate/fsm"
+)
+
+// A leader that hands its group to a node that has just restarted and is
+// still catching up must not leave its last decisions behind: on a bucket
+// that never refills, every admission leaves a balance no other admission
+// left. The fault suite saw the opposite once (jepsen/findings/
+// 2026-12-07-crash-756653: a new leader, just back and hundreds of entries
+// behind, decided from a state without its predecessor's last decisions);
+// this drives the same sequence in one process, round after round: stop a
+// follower, decide while it is down, start it, and transfer the group to
+// it at once.
+func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1_000_000, Rate: 0}})
+	require.NoError(t, err)
+	const client = "acct"
+	gi := GroupOf(client, tc.groups)
+
+	var (
+		mu        sync.RWMutex // guards tc.nodes against the rounds below
+		answersMu sync.Mutex
+		answers   = map[int64]int{} // remaining balance -> admissions that left it
+		decided   atomic.Int64
+	)
+	stopLoad := runLoad(t, 4, 200_000, func(w, i int) {
+		mu.RLock()
+		var live []*Node
+		for _, n := range tc.nodes {
+			if n != nil {
+				live = append(live, n)
+			}
+		}
+		mu.RUnlock()
+		n := live[rand.IntN(len(live))]
+		ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: client, Cost: 1}})
+		if err != nil || !ds[0].Allowed {
+			return // refused or unknown: nothing to check
+		}
+		answersMu.Lock()
+		answers[ds[0].RemainingTokens()]++
+		answersMu.Unlock()
+		decided.Add(1)
+	})
+	waitDecided := func(more int64) {
+		t.Helper()
+		from := decided.Load()
+		if !assert.Eventually(t, func() bool { return decided.Load() >= from+more }, 30*time.Second, time.Millisecond) { // a bound, not a wait
+			for i, n := range tc.nodes {
+				if n != nil {
+					g := n.groups[gi]
+					st := g.Raft.Stats()
+					t.Logf("n%d: serving %t state %s term %s last %s commit %s applied %s leader %v", i+1, g.Serving(), st["state"], st["term"], st["last_log_index"], st["commit_index"], st["applied_index"], g.Raft.Leader())
+				}
+			}
+			var buf bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+			for _, st := range strings.Split(buf.String(), "\n\n") {
+				if strings.Contains(st, "watchLeadership") {
+					t.Log(st)
+				}
+			}
+			t.Fatalf("the cluster stopped deciding at %d", decided.Load())
+		}
+	}
+	waitDecided(200)
+
+	for round := range 6 {
+		leader := tc.leaderOfClient(client)
+		require.GreaterOrEqual(t, leader, 0, "round %d: group %d has no leader", round, gi)
+		back := (leader + 1 + round%2) % 3
+
+		mu.Lock()
+		n := tc.nodes[back]
+		tc.nodes[back] = nil
+		mu.Unlock()
+		require.NoError(t, n.Close())
+		waitDecided(2_000) // the returning node will be this far behind
+
+		mu.Lock()
+		tc.start(back)
+		mu.Unlock()
+		g := tc.nodes[leader].groups[gi]
+		id, addr := raft.ServerID(tc.nodes[back].opts.NodeID), raft.ServerAddress(tc.raft[back])
+		require.Eventually(t, func() bool {
+			if !g.Serving() {
+				return true // the placer moved it already
+			}
+			return g.Raft.LeadershipTransferToServer(id, addr).Error() == nil
+		}, 30*time.Second, 5*time.Millisecond, "round %d: no transfer to %s", round, id)
+		waitDecided(500)
+	}
+	stopLoad()
+
+	answersMu.Lock()
+	defer answersMu.Unlock()
+	twice := 0
+	for remaining, k := range answers {
+		if k > 1 {
+			twice++
+			t.Logf("balance %d left by %d admissions", remaining, k)
+		}
+	}
+	t.Logf("%d admissions checked", decided.Load())
+	assert.Zero(t, twice, "admissions that did not see an earlier acknowledged one")
+}
