@@ -176,14 +176,11 @@ func (g *Group) CacheBytes() int { return g.logs.Bytes() }
 // an election it applies a barrier first, so that reads and decisions start
 // from every committed entry.
 //
-// It goes by raft's state, not by the values of LeaderCh: that channel
-// keeps only its latest value, and a test that handed a group to a node
-// just back and had the placer move it on at once (transfer_test.go) saw
-// a group whose raft led, with everything applied, left not serving for
-// good because the last value the watch read was an earlier false. So
-// every LeaderCh value and every leadershipPoll it looks at the state
-// again; a barrier that fails (a transfer in progress refuses it) is
-// retried at the next look, not in a loop.
+// It goes by raft's state, not by the values of LeaderCh, which keeps
+// only its latest value: every LeaderCh value and every leadershipPoll it
+// looks at the state again, and a barrier that fails (a transfer in
+// progress refuses it, for as long as raft's transfer lasts) is retried at
+// the next look, not in a loop.
 func (g *Group) watchLeadership(onServing func(*Group)) {
 	defer g.wg.Done()
 	ch := g.Raft.LeaderCh()
