@@ -123,3 +123,72 @@ func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
 	t.Logf("%d admissions checked", decided.Load())
 	assert.Zero(t, twice, "admissions that did not see an earlier acknowledged one")
 }
+
+// The placer moves a group's leadership only to a follower the group found
+// caught up (raftgroup.Group.CaughtUp): a node that has just restarted
+// answers heartbeats at once while its log is still far behind, and a
+// transfer to it holds every proposal up while it catches up (and can wedge
+// hashicorp/raft v1.8.0's leader when the target's appends are failing). So
+// a stopped follower is not caught up, and whenever the leader says a
+// returning one is, its log holds all but at most one append of the
+// leader's.
+func TestCaughtUpNeedsTheFollowersLog(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1_000_000, Rate: 0}})
+	require.NoError(t, err)
+	const client = "acct"
+	gi := GroupOf(client, tc.groups)
+	var (
+		mu      sync.RWMutex // guards tc.nodes against the stop and start below
+		decided atomic.Int64
+	)
+	stopLoad := runLoad(t, 2, 200_000, func(w, i int) {
+		mu.RLock()
+		n := tc.nodes[i%3]
+		mu.RUnlock()
+		if n == nil {
+			return
+		}
+		if ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: client, Cost: 1}}); err == nil && ds[0].Allowed {
+			decided.Add(1)
+		}
+	})
+	defer stopLoad()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		require.Eventually(t, cond, 30*time.Second, time.Millisecond, what) // a bound, not a wait
+	}
+	waitFor("decisions", func() bool { return decided.Load() >= 200 })
+
+	leader := tc.leaderOfClient(client)
+	require.GreaterOrEqual(t, leader, 0)
+	back := (leader + 1) % 3
+	g := tc.nodes[leader].groups[gi]
+	addr := tc.raft[back]
+	waitFor("the follower caught up before it stops", func() bool { return g.CaughtUp(addr) })
+
+	mu.Lock()
+	n := tc.nodes[back]
+	tc.nodes[back] = nil
+	mu.Unlock()
+	require.NoError(t, n.Close())
+	from := decided.Load()
+	waitFor("decisions while the follower is down", func() bool { return decided.Load() >= from+1_000 })
+	assert.False(t, g.CaughtUp(addr), "a stopped follower is not caught up")
+
+	mu.Lock()
+	tc.start(back)
+	follower := tc.nodes[back].groups[gi]
+	mu.Unlock()
+	checks := 0
+	waitFor("the returning follower caught up", func() bool {
+		last := g.Raft.LastIndex()
+		if !g.CaughtUp(addr) {
+			return false
+		}
+		checks++
+		assert.GreaterOrEqual(t, follower.Raft.LastIndex()+256, last, "caught up with a log this far behind")
+		return true
+	})
+	assert.Equal(t, 1, checks)
+}

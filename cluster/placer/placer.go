@@ -39,7 +39,8 @@ type Config struct {
 	ClusterVersion func() uint32
 	// Reached reports whether the raft address answered this node lately
 	// (within a heartbeat timeout); nil takes every address for reached.
-	// Leadership moves only to a voter that did: gossip keeps a stopped or
+	// Leadership moves only to a voter that did, and whose log the group
+	// found caught up (raftgroup.Group.CaughtUp): gossip keeps a stopped or
 	// cut-off node alive for seconds, and a transfer to it waits out an
 	// election timeout during which the group takes no proposal.
 	Reached func(addr string) bool
@@ -139,8 +140,12 @@ func (p *Placer) placeGroup(g *raftgroup.Group, v membership.PlacementView) {
 		if last, ok := p.lastTransfer[g.ID]; ok && v.Now.Sub(last) < transferEvery {
 			return
 		}
-		if !p.cfg.Leaving() && !p.cfg.Reached(v.Addr(step.Transfer)) {
-			return // the next round looks again; a leaving node tries anyway
+		if to := v.Addr(step.Transfer); !p.cfg.Leaving() && (!p.cfg.Reached(to) || !g.CaughtUp(to)) {
+			// The next round looks again; a leaving node tries anyway. A
+			// target whose log is behind holds every proposal up while it
+			// catches up, and one whose appends are failing can wedge
+			// raft's transfer (raftgroup.Group.CaughtUp).
+			return
 		}
 		p.lastTransfer[g.ID] = v.Now
 		p.cfg.Logger.Info("transferring leadership", "group", g.ID, "to", step.Transfer)

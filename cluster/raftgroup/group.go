@@ -42,6 +42,11 @@ type Group struct {
 	logs   *raftlog.Cache // in front of Store
 	logger *slog.Logger
 	trans  raft.Transport
+	// appends is what the group's transport saw its followers take (nil
+	// if the transport could not be wrapped); heartbeat bounds how old
+	// an append may be to count (see CaughtUp).
+	appends   *followerAppends
+	heartbeat time.Duration
 
 	// serving is true while this node leads the group and has applied a
 	// barrier in its term, so its FSM holds every committed entry.
@@ -124,7 +129,7 @@ func Open(c Config) (*Group, error) {
 	// hangs (hashicorp/raft v1.8.0; we hit it as a Close that never returned).
 	// Raft still gathers whatever Apply calls are waiting into one dispatch,
 	// and the Batcher already puts many decisions in each entry.
-	rc.MaxAppendEntries = 256
+	rc.MaxAppendEntries = maxAppendEntries
 	rc.Logger = hl
 
 	trans := wrapTransport(c.Trans, c.Timings.ElectionTimeout, c.OnContact)
@@ -157,12 +162,41 @@ func Open(c Config) (*Group, error) {
 		logs:    logs,
 		trans:   trans,
 		changed: make(chan struct{}),
-		stop:    make(chan struct{}),
+
+		heartbeat: c.Timings.HeartbeatTimeout,
+		stop:      make(chan struct{}),
+	}
+	if t, ok := trans.(*transport); ok {
+		g.appends = t.appends
 	}
 	g.onChange = c.OnChange
 	g.wg.Add(1)
 	go g.watchLeadership(c.OnServing)
 	return g, nil
+}
+
+// maxAppendEntries is the most entries raft sends a follower in one append.
+const maxAppendEntries = 256
+
+// CaughtUp reports whether the follower at addr can take this group's
+// leadership without holding the group up: within the last heartbeat
+// timeout it took an append that checked its log, and that append left it
+// at most one append (maxAppendEntries) behind this node's last entry.
+// A heartbeat answered is not enough: a node that has just restarted
+// answers heartbeats at once, while its log is still hundreds of entries
+// behind, and raft's transfer refuses every proposal until it has caught
+// up (see followerAppends for why a transfer to it can also wedge the
+// leader). A group whose transport could not be wrapped (raft's in-memory
+// one, in tests) tracks nothing and takes every follower for caught up.
+func (g *Group) CaughtUp(addr string) bool {
+	if g.appends == nil {
+		return true
+	}
+	at, matched := g.appends.seen(raft.ServerAddress(addr))
+	if at.IsZero() || g.appends.now().Sub(at) >= g.heartbeat {
+		return false
+	}
+	return matched+maxAppendEntries >= g.Raft.LastIndex()
 }
 
 // DropIdleCache empties the group's log cache if no entry was stored since

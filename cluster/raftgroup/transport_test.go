@@ -52,3 +52,45 @@ func TestTransportHurriesCandidatesAndReportsContact(t *testing.T) {
 	_, plain := raft.NewInmemTransport("")
 	assert.Same(t, raft.Transport(plain), wrapTransport(plain, time.Second, nil))
 }
+
+// Only an append that checked a follower's log, and that it took, says how
+// far its log matches: heartbeats, refusals and answers from a newer term
+// say nothing of it.
+func TestFollowerAppendsNoteOnlyAppendsTaken(t *testing.T) {
+	now := time.Unix(100, 0)
+	f := newFollowerAppends(func() time.Time { return now })
+	entries := func(from, to uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i <= to; i++ {
+			out = append(out, &raft.Log{Index: i, Term: 2})
+		}
+		return out
+	}
+	ok := &raft.AppendEntriesResponse{Term: 2, Success: true}
+
+	f.took("a:1", &raft.AppendEntriesRequest{Term: 2}, ok) // a heartbeat
+	at, _ := f.seen("a:1")
+	assert.True(t, at.IsZero(), "a heartbeat answered is no append")
+
+	f.took("a:1", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: entries(10, 12)}, &raft.AppendEntriesResponse{Term: 2})
+	at, _ = f.seen("a:1")
+	assert.True(t, at.IsZero(), "a refused append matched nothing")
+
+	f.took("a:1", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: entries(10, 12)}, &raft.AppendEntriesResponse{Term: 3, Success: true})
+	at, _ = f.seen("a:1")
+	assert.True(t, at.IsZero(), "an answer from a newer term is not this leader's append")
+
+	f.took("a:1", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: entries(10, 12)}, ok)
+	at, matched := f.seen("a:1")
+	assert.Equal(t, now, at)
+	assert.Equal(t, uint64(12), matched, "matched up to the append's last entry")
+
+	now = now.Add(time.Second)
+	f.took("a:1", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 12}, ok) // raft's commit-timeout probe
+	at, matched = f.seen("a:1")
+	assert.Equal(t, now, at)
+	assert.Equal(t, uint64(12), matched, "an append without entries matches its previous entry")
+
+	at, _ = f.seen("b:1")
+	assert.True(t, at.IsZero(), "followers are told apart")
+}
