@@ -92,7 +92,7 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 	if first > 1 {
 		// The log was compacted: start from the oldest snapshot at or after
 		// the compaction point.
-		slices.SortFunc(metas, func(a, b *raft.SnapshotMeta) int { return int(a.Index) - int(b.Index) })
+		slices.SortFunc(metas, func(a, b *raft.SnapshotMeta) int { return cmp.Compare(a.Index, b.Index) })
 		i := slices.IndexFunc(metas, func(m *raft.SnapshotMeta) bool { return m.Index+1 >= first })
 		if i < 0 {
 			return fmt.Errorf("log starts at %d and no snapshot reaches it", first)
