@@ -152,6 +152,11 @@ func Open(c Config) (*Group, error) {
 		store.Close()
 		return nil, fmt.Errorf("group %s: start raft: %w", c.ID, err)
 	}
+	if lt, ok := c.Trans.(interface{ SetLocalTerm(func() uint64) }); ok {
+		// Only heartbeats that cannot change the term take raft's fast
+		// path (raftnet.Transport.SetLocalTerm says why).
+		lt.SetLocalTerm(r.CurrentTerm)
+	}
 	g := &Group{
 		ID:      c.ID,
 		Index:   c.Index,

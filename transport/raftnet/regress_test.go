@@ -45,6 +45,7 @@ func hb() *raft.AppendEntriesRequest {
 func answerHeartbeats(t *testing.T, n *Net, g string, before func()) *Transport {
 	tr, err := n.Transport(g)
 	require.NoError(t, err)
+	tr.SetLocalTerm(func() uint64 { return 1 }) // the heartbeats' term
 	tr.SetHeartbeatHandler(func(rpc raft.RPC) {
 		if before != nil {
 			before()
@@ -268,4 +269,56 @@ func TestRequestCountsNeverFallWhileARequestWaitsForTheTick(t *testing.T) {
 	assert.Equal(t, uint64(1), after.Urgent, "it was queued lazy, and is counted so")
 	assert.Equal(t, uint64(1), after.Dials)
 	assert.Zero(t, after.DialFailures)
+}
+
+// A heartbeat of a newer term than the local raft's goes to raft's main
+// loop, not the fast path: on the fast path it changes the term while a
+// deposed leader's main loop may be appending, and that leader then
+// stamps its own entries with the new leader's term (see
+// Transport.SetLocalTerm). Heartbeats of the local term, and of older
+// ones, still take the fast path; without a term to compare with, none
+// does.
+func TestHeartbeatOfANewerTermGoesToTheMainLoop(t *testing.T) {
+	a, _ := newTestNet(t, Options{Tick: time.Millisecond})
+	t.Cleanup(func() { _ = a.Close() })
+	b, baddr := newTestNet(t, Options{Tick: time.Millisecond})
+	t.Cleanup(func() { _ = b.Close() })
+	tb, err := b.Transport("g")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	took := func(path string) {
+		mu.Lock()
+		paths = append(paths, path)
+		mu.Unlock()
+	}
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		took("fast")
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 5, Success: true}, nil)
+	})
+	go func() {
+		for rpc := range tb.Consumer() {
+			took("main")
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 5, Success: true}, nil)
+		}
+	}()
+	ta, err := a.Transport("g")
+	require.NoError(t, err)
+	beat := func(term uint64) string {
+		t.Helper()
+		req := hb()
+		req.Term = term
+		require.NoError(t, ta.AppendEntries("b", raft.ServerAddress(baddr), req, &raft.AppendEntriesResponse{}))
+		mu.Lock()
+		defer mu.Unlock()
+		return paths[len(paths)-1]
+	}
+
+	assert.Equal(t, "main", beat(5), "no local term known yet: the main loop decides")
+	tb.SetLocalTerm(func() uint64 { return 5 })
+	assert.Equal(t, "fast", beat(5), "a heartbeat of the local term")
+	assert.Equal(t, "fast", beat(4), "a heartbeat of an older term (raft refuses it)")
+	assert.Equal(t, "main", beat(6), "a heartbeat of a newer term changes the term: the main loop's")
 }

@@ -151,9 +151,10 @@ func (s *serverConn) answerHeartbeat(q request) {
 		return
 	}
 	fn := t.heartbeatHandler()
-	if ae, isAE := cmd.(*raft.AppendEntriesRequest); fn == nil || !isAE || !isHeartbeat(ae) {
-		// No fast path yet, or not a heartbeat whatever the sender said:
-		// raft's main loop decides, as NetworkTransport's receiver would.
+	if ae, isAE := cmd.(*raft.AppendEntriesRequest); fn == nil || !isAE || !isHeartbeat(ae) || !t.fastHeartbeat(ae) {
+		// No fast path yet, not a heartbeat whatever the sender said, or
+		// one of a newer term (see Transport.SetLocalTerm): raft's main
+		// loop decides.
 		s.toRaft(q, t, cmd)
 		return
 	}

@@ -22,6 +22,7 @@ type Transport struct {
 
 	hbMu sync.Mutex
 	hb   func(raft.RPC)
+	term func() uint64 // the group's raft's current term (SetLocalTerm)
 }
 
 var (
@@ -151,6 +152,40 @@ func (t *Transport) heartbeatHandler() func(raft.RPC) {
 	t.hbMu.Lock()
 	defer t.hbMu.Unlock()
 	return t.hb
+}
+
+// SetLocalTerm gives the transport its group's raft's current term
+// (raft.Raft.CurrentTerm), so that only a heartbeat that cannot change it
+// takes raft's fast path; until it is set, every heartbeat goes to raft's
+// main loop.
+//
+// hashicorp/raft v1.8.0 answers a heartbeat on the transport's goroutine,
+// and a heartbeat of a newer term makes it a follower of that term there,
+// while its main loop goes on. A leader that has been deposed without
+// knowing it (paused, or cut off, past an election) and is appending
+// proposals at that moment stamps them with the term it reads then: the
+// new leader's. Its log then holds its own entries under the new leader's
+// term, at indexes where the new leader has others, and raft, which takes
+// an entry of the same index and term for the same entry, never replaces
+// them: that replica applies them as committed, and its state machine
+// parts from the others' for good (the fault suite saw a replica spend a
+// token no other replica spent, and answer from that state once it led).
+// A heartbeat of a newer term goes to the main loop, where a term change
+// and an append cannot interleave; heartbeats of the term raft already
+// has, all but the first of each term, still take the fast path.
+func (t *Transport) SetLocalTerm(term func() uint64) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	t.term = term
+}
+
+// fastHeartbeat reports whether heartbeat ae may take raft's fast path:
+// its term is not above the local raft's, so it cannot change it.
+func (t *Transport) fastHeartbeat(ae *raft.AppendEntriesRequest) bool {
+	t.hbMu.Lock()
+	term := t.term
+	t.hbMu.Unlock()
+	return term != nil && ae.Term <= term()
 }
 
 // Close implements raft.WithClose: the group's requests in flight, in and

@@ -8,6 +8,11 @@
 // committed log gives.
 //
 //	go run ./jepsen/cmd/logreplay -dir results/crash-n3-1/nodes/n1 -group 3 -client acct-0
+//
+// A replica's own snapshots may all be newer than the entries in question
+// (or older than its log's start); -snapshots takes them from another
+// replica's data dir instead: the replicas' logs agree where they overlap,
+// so another's snapshot and this log replay as one history.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,14 +41,16 @@ func main() {
 	group := flag.String("group", "0", "group id (0.. or meta)")
 	clients := flag.String("client", "", "comma-separated clients whose requests and replayed decisions to print")
 	entries := flag.Bool("entries", true, "print one line per entry (index, term, type, digest)")
+	until := flag.Uint64("until", 0, "stop after this index (0: the log's end), to compare states at one index")
+	snapshots := flag.String("snapshots", "", "another replica's --data-dir whose snapshots of the group to start from (default: -dir's)")
 	flag.Parse()
-	if err := run(*dir, *group, strings.Split(*clients, ","), *entries, os.Stdout); err != nil {
+	if err := run(*dir, cmp.Or(*snapshots, *dir), *group, strings.Split(*clients, ","), *entries, *until, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "logreplay:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dataDir, group string, clients []string, printEntries bool, w io.Writer) error {
+func run(dataDir, snapDir, group string, clients []string, printEntries bool, until uint64, w io.Writer) error {
 	raw, err := os.ReadFile(filepath.Join(dataDir, "quorate.json"))
 	if err != nil {
 		return err
@@ -70,6 +78,9 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 	if err != nil {
 		return err
 	}
+	if until > 0 {
+		last = min(last, until)
+	}
 	term, _ := st.GetUint64([]byte("CurrentTerm"))
 	fmt.Fprintf(w, "# %s group %s: log %d..%d, current term %d\n", dataDir, group, first, last, term)
 
@@ -78,7 +89,7 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 		return err
 	}
 	from := uint64(1)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(gdir, 2, nil)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(snapDir, "groups", raftgroup.Dir(group)), 2, nil)
 	if err != nil {
 		return err
 	}
@@ -90,12 +101,12 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 		fmt.Fprintf(w, "# snapshot %s at index %d term %d\n", m.ID, m.Index, m.Term)
 	}
 	if first > 1 {
-		// The log was compacted: start from the oldest snapshot at or after
-		// the compaction point.
+		// The log was compacted: start from the oldest snapshot that the
+		// log continues (at or after the compaction point, not past its end).
 		slices.SortFunc(metas, func(a, b *raft.SnapshotMeta) int { return cmp.Compare(a.Index, b.Index) })
-		i := slices.IndexFunc(metas, func(m *raft.SnapshotMeta) bool { return m.Index+1 >= first })
+		i := slices.IndexFunc(metas, func(m *raft.SnapshotMeta) bool { return m.Index+1 >= first && m.Index <= last })
 		if i < 0 {
-			return fmt.Errorf("log starts at %d and no snapshot reaches it", first)
+			return fmt.Errorf("log %d..%d and no snapshot it continues", first, last)
 		}
 		_, rc, err := snaps.Open(metas[i].ID)
 		if err != nil {
@@ -122,10 +133,13 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 			sum := sha256.Sum256(l.Data)
 			fmt.Fprintf(w, "E %d %d %s %s\n", l.Index, l.Term, l.Type, hex.EncodeToString(sum[:6]))
 		}
-		if i < from {
-			continue
+		// Entries before the replay's start are printed with their
+		// requests but no decisions: the state they were made from is not
+		// known.
+		var out any
+		if i >= from {
+			out = f.ApplyBatch([]*raft.Log{&l})[0]
 		}
-		out := f.ApplyBatch([]*raft.Log{&l})[0]
 		if len(want) == 0 || l.Type != raft.LogCommand {
 			continue
 		}
@@ -152,5 +166,13 @@ func run(dataDir, group string, clients []string, printEntries bool, w io.Writer
 	}
 	sum := sha256.Sum256(f.MarshalSnapshot())
 	fmt.Fprintf(w, "# replayed state at %d: %s\n", f.AppliedIndex(), hex.EncodeToString(sum[:8]))
+	buckets, assignments, ids := f.Stats()
+	byID, byOrigin := f.Remembered()
+	fmt.Fprintf(w, "# high water %d, config version %d, buckets %d, assignments %d, request ids %d (%d by id, %d by origin)\n",
+		f.HighWater(), f.ConfigVersion(), buckets, assignments, ids, byID, byOrigin)
+	for _, c := range slices.Sorted(maps.Keys(want)) {
+		v := f.View(c, 0)
+		fmt.Fprintf(w, "V %s tier=%s known=%t remaining=%d\n", c, v.Tier, v.Known, v.Decision.RemainingTokens())
+	}
 	return nil
 }
