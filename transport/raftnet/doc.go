@@ -45,7 +45,8 @@
 //	          body (the encoded response, or the error's text)
 //
 // Kinds are AppendEntries, Heartbeat (an AppendEntries shaped like raft's
-// heartbeat, answered on raft's fast path), RequestVote, RequestPreVote,
+// heartbeat, answered on raft's fast path unless its term is newer than
+// the local raft's: see [Transport.SetLocalTerm]), RequestVote, RequestPreVote,
 // TimeoutNow, and Call: a request to a handler registered with [Net.Handle]
 // (the group field names the method), which is how the cluster forwards
 // decisions to a group's leader in its own binary encoding. Raft messages
