@@ -44,7 +44,8 @@ type Group struct {
 	trans  raft.Transport
 	// appends is what the group's transport saw its followers take (nil
 	// if the transport could not be wrapped); heartbeat bounds how old
-	// an append may be to count (see CaughtUp).
+	// an append may be to count (see CaughtUp): a heartbeat timeout, or
+	// two commit timeouts if longer.
 	appends   *followerAppends
 	heartbeat time.Duration
 
@@ -168,7 +169,10 @@ func Open(c Config) (*Group, error) {
 		trans:   trans,
 		changed: make(chan struct{}),
 
-		heartbeat: c.Timings.HeartbeatTimeout,
+		// An idle leader sends each follower an append every one to two
+		// commit timeouts (raft's randomTimeout), which may be longer than
+		// a heartbeat timeout.
+		heartbeat: max(c.Timings.HeartbeatTimeout, 2*c.Timings.CommitTimeout),
 		stop:      make(chan struct{}),
 	}
 	if t, ok := trans.(*transport); ok {
@@ -185,7 +189,8 @@ const maxAppendEntries = 256
 
 // CaughtUp reports whether the follower at addr can take this group's
 // leadership without holding the group up: within the last heartbeat
-// timeout it took an append that checked its log, and that append left it
+// timeout (or two commit timeouts, the most an idle leader waits between
+// appends) it took an append that checked its log, and that append left it
 // at most one append (maxAppendEntries) behind this node's last entry.
 // A heartbeat answered is not enough: a node that has just restarted
 // answers heartbeats at once, while its log is still hundreds of entries
