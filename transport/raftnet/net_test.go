@@ -415,3 +415,70 @@ func silentPeer(t *testing.T, read bool) string {
 	}()
 	return ln.Addr().String()
 }
+
+// forgedEntries starts a one-voter group on a node whose transport treats
+// heartbeats as localTerm says (nil: as raftgroup sets it, raft's own
+// current term), has another node send it a heartbeat of the next term,
+// proposes one entry at once, and returns the entries of its log whose
+// term it never led: entries a leader stamped with someone else's term.
+func forgedEntries(t *testing.T, localTerm func(*raft.Raft) func() uint64) []raft.Log {
+	a := startNode(t, "a", raftnet.Options{Tick: time.Millisecond})
+	b := startNode(t, "b", raftnet.Options{Tick: time.Millisecond})
+	trans, err := a.net.Transport("g")
+	require.NoError(t, err)
+	store := raft.NewInmemStore()
+	r, err := raft.NewRaft(raftConfig("a"), &rafttest.FSM{}, store, store, raft.NewInmemSnapshotStore(), trans)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Shutdown().Error() })
+	require.NoError(t, r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "a", Address: raft.ServerAddress(a.addr)}}}).Error())
+	rafttest.WaitLeader(t, r)
+	require.NoError(t, r.Barrier(failsafe).Error())
+	if localTerm == nil {
+		localTerm = func(r *raft.Raft) func() uint64 { return r.CurrentTerm }
+	}
+	trans.SetLocalTerm(localTerm(r))
+	led := r.CurrentTerm()
+
+	// A leader elected elsewhere in the next term, as a paused leader's
+	// peers elect one, sends its first heartbeat; the deposed leader has
+	// a proposal waiting.
+	tb, err := b.net.Transport("g")
+	require.NoError(t, err)
+	var resp raft.AppendEntriesResponse
+	require.NoError(t, tb.AppendEntries("a", raft.ServerAddress(a.addr), &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("b"), Addr: []byte(b.addr)},
+		Term:      led + 1,
+	}, &resp))
+	_ = r.Apply([]byte("proposed as the heartbeat came"), failsafe).Error() // refused or lost: either is right
+
+	last, err := store.LastIndex()
+	require.NoError(t, err)
+	var forged []raft.Log
+	for i := uint64(1); i <= last; i++ {
+		var l raft.Log
+		require.NoError(t, store.GetLog(i, &l))
+		if l.Term > led {
+			forged = append(forged, l)
+		}
+	}
+	return forged
+}
+
+// A deposed leader must not stamp its own entries with its successor's
+// term. hashicorp/raft v1.8.0 does when the successor's first heartbeat
+// raises its term on the fast path (the transport's goroutine) while its
+// main loop, still leading, takes a proposal: raft then takes that entry
+// for the successor's entry of the same index and term and never replaces
+// it, and the replica's state parts from the others' (jepsen/findings/
+// 2026-12-07-crash-930005). raftnet sends such a heartbeat to the main
+// loop instead (Transport.SetLocalTerm).
+func TestADeposedLeaderNeverStampsItsSuccessorsTerm(t *testing.T) {
+	t.Run("every heartbeat on the fast path, as before the fix", func(t *testing.T) {
+		forged := forgedEntries(t, func(*raft.Raft) func() uint64 { return func() uint64 { return ^uint64(0) } })
+		require.NotEmpty(t, forged, "the race this test is about did not happen; the fast path no longer raises the term?")
+		assert.Equal(t, []byte("proposed as the heartbeat came"), forged[0].Data)
+	})
+	t.Run("a newer term's heartbeat through the main loop", func(t *testing.T) {
+		assert.Empty(t, forgedEntries(t, nil))
+	})
+}
