@@ -18,6 +18,20 @@ import (
 	"github.com/quorate/quorate/fsm"
 )
 
+// neverRefillingCluster starts three nodes whose default policy never
+// refills (every admission of transferClient leaves a balance of its own) and
+// returns them with transferClient's group.
+func neverRefillingCluster(t *testing.T) (*testCluster, int) {
+	t.Helper()
+	tc := newTestCluster(t, 3)
+	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1_000_000, Rate: 0}})
+	require.NoError(t, err)
+	return tc, GroupOf(transferClient, tc.groups)
+}
+
+// transferClient is the one client of the transfer tests.
+const transferClient = "acct"
+
 // A leader that hands its group to a node that has just restarted and is
 // still catching up must not leave its last decisions behind: on a bucket
 // that never refills, every admission leaves a balance no other admission
@@ -28,11 +42,7 @@ import (
 // follower, decide while it is down, start it, and transfer the group to
 // it at once.
 func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1_000_000, Rate: 0}})
-	require.NoError(t, err)
-	const client = "acct"
-	gi := GroupOf(client, tc.groups)
+	tc, gi := neverRefillingCluster(t)
 
 	var (
 		mu        sync.RWMutex // guards tc.nodes against the rounds below
@@ -50,7 +60,7 @@ func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
 		}
 		mu.RUnlock()
 		n := live[rand.IntN(len(live))]
-		ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: client, Cost: 1}})
+		ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: transferClient, Cost: 1}})
 		if err != nil || !ds[0].Allowed {
 			return // refused or unknown: nothing to check
 		}
@@ -85,7 +95,7 @@ func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
 	waitDecided(200)
 
 	for round := range 6 {
-		leader := tc.leaderOfClient(client)
+		leader := tc.leaderOfClient(transferClient)
 		require.GreaterOrEqual(t, leader, 0, "round %d: group %d has no leader", round, gi)
 		back := (leader + 1 + round%2) % 3
 
@@ -133,11 +143,7 @@ func TestTransferToReturningNodeKeepsEveryDecision(t *testing.T) {
 // returning one is, its log holds all but at most one append of the
 // leader's.
 func TestCaughtUpNeedsTheFollowersLog(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	_, err := tc.nodes[0].ChangeConfig(ctx(t), fsm.ConfigOp{Kind: fsm.OpSetDefault, Policy: bucket.Policy{Capacity: 1_000_000, Rate: 0}})
-	require.NoError(t, err)
-	const client = "acct"
-	gi := GroupOf(client, tc.groups)
+	tc, gi := neverRefillingCluster(t)
 	var (
 		mu      sync.RWMutex // guards tc.nodes against the stop and start below
 		decided atomic.Int64
@@ -149,7 +155,7 @@ func TestCaughtUpNeedsTheFollowersLog(t *testing.T) {
 		if n == nil {
 			return
 		}
-		if ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: client, Cost: 1}}); err == nil && ds[0].Allowed {
+		if ds, err := n.Allow(ctx(t), []fsm.AllowRequest{{Client: transferClient, Cost: 1}}); err == nil && ds[0].Allowed {
 			decided.Add(1)
 		}
 	})
@@ -160,7 +166,7 @@ func TestCaughtUpNeedsTheFollowersLog(t *testing.T) {
 	}
 	waitFor("decisions", func() bool { return decided.Load() >= 200 })
 
-	leader := tc.leaderOfClient(client)
+	leader := tc.leaderOfClient(transferClient)
 	require.GreaterOrEqual(t, leader, 0)
 	back := (leader + 1) % 3
 	g := tc.nodes[leader].groups[gi]
