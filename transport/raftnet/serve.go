@@ -150,8 +150,8 @@ func (s *serverConn) answerHeartbeat(q request) {
 	if !ok {
 		return
 	}
-	fn := t.heartbeatHandler()
-	if ae, isAE := cmd.(*raft.AppendEntriesRequest); fn == nil || !isAE || !isHeartbeat(ae) || !t.fastHeartbeat(ae) {
+	fn, term := t.heartbeatHandler()
+	if ae, isAE := cmd.(*raft.AppendEntriesRequest); fn == nil || term == nil || !isAE || !isHeartbeat(ae) || ae.Term > term() {
 		// No fast path yet, not a heartbeat whatever the sender said, or
 		// one of a newer term (see Transport.SetLocalTerm): raft's main
 		// loop decides.

@@ -148,10 +148,12 @@ func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	t.hb = cb
 }
 
-func (t *Transport) heartbeatHandler() func(raft.RPC) {
+// heartbeatHandler returns raft's fast path and the local term to judge
+// heartbeats by (see SetLocalTerm), in one look.
+func (t *Transport) heartbeatHandler() (func(raft.RPC), func() uint64) {
 	t.hbMu.Lock()
 	defer t.hbMu.Unlock()
-	return t.hb
+	return t.hb, t.term
 }
 
 // SetLocalTerm gives the transport its group's raft's current term
@@ -177,15 +179,6 @@ func (t *Transport) SetLocalTerm(term func() uint64) {
 	t.hbMu.Lock()
 	defer t.hbMu.Unlock()
 	t.term = term
-}
-
-// fastHeartbeat reports whether heartbeat ae may take raft's fast path:
-// its term is not above the local raft's, so it cannot change it.
-func (t *Transport) fastHeartbeat(ae *raft.AppendEntriesRequest) bool {
-	t.hbMu.Lock()
-	term := t.term
-	t.hbMu.Unlock()
-	return term != nil && ae.Term <= term()
 }
 
 // Close implements raft.WithClose: the group's requests in flight, in and
