@@ -98,15 +98,19 @@ func (l *Layer) deliver(conn net.Conn) {
 	l.mu.Lock()
 	closed, queued := l.closed, false
 	if !closed {
+		// Counted before the hand-over, not after: the layer's server may
+		// answer on the stream before this goroutine runs again, and a
+		// caller that saw the answer must see the stream counted.
+		l.mux.counters.accepted.Add(1)
 		select {
 		case l.conns <- conn:
 			queued = true
 		default:
+			l.mux.counters.accepted.Add(^uint64(0))
 		}
 	}
 	l.mu.Unlock()
 	if queued {
-		l.mux.counters.accepted.Add(1)
 		return
 	}
 	_ = conn.Close()
