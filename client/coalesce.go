@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -20,10 +21,18 @@ type lane struct {
 	c    *Client
 	node string
 
+	// yield lets the callers a call has just answered run
+	// (runtime.Gosched; a test's own in tests).
+	yield func()
+
 	mu       sync.Mutex
 	inflight int
 	queue    []*item
 }
+
+// settleYields bounds how many times a lane yields after a call before
+// the next leaves (see settle).
+const settleYields = 16
 
 // item is one caller's decision waiting in a lane.
 type item struct {
@@ -55,7 +64,7 @@ func (c *Client) laneFor(node string) *lane {
 	defer c.lanesMu.Unlock()
 	l := c.lanes[node]
 	if l == nil {
-		l = &lane{c: c, node: node}
+		l = &lane{c: c, node: node, yield: runtime.Gosched}
 		c.lanes[node] = l
 	}
 	return l
@@ -101,8 +110,40 @@ func (l *lane) send(first *item) {
 // growing its stack each time (6% of the client's CPU).
 func (l *lane) drain(first *item) {
 	for it := first; it != nil; it = l.next() {
+		l.settle()
 		l.call(l.gather(it))
 	}
+}
+
+// settle runs before each call of a drain, just after the previous call's
+// answers went out: it yields the processor for as long as the lane's
+// queue grows, up to settleYields times. Callers that were just answered
+// and ask again at once (a worker's loop, a handler's next request) then
+// join this call instead of the one after it. Without it, the callers of
+// a closed loop split into two waves that take turns, each call carrying
+// half of them: measured against one node, 64 goroutines (loadgen -mode
+// client), 32 decisions a call without and about 48 with. When no caller
+// comes back, it costs one yield.
+func (l *lane) settle() {
+	n := l.queued()
+	for range settleYields {
+		if n >= l.c.cfg.MaxBatch-1 {
+			return
+		}
+		l.yield()
+		m := l.queued()
+		if m == n {
+			return
+		}
+		n = m
+	}
+}
+
+// queued is the number of decisions waiting for the lane's next call.
+func (l *lane) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
 }
 
 // gather is first and what queued behind it, up to MaxBatch.

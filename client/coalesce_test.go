@@ -38,12 +38,6 @@ func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(r)
 }
 
-func (l *lane) queued() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue)
-}
-
 // TestABatchRefusedForOneRequestDecidesTheOthers: decisions queued behind a
 // call travel as one batch; a batch is refused as a whole for one bad
 // request, so each then goes alone and only the bad one is refused.
@@ -93,4 +87,47 @@ func TestABatchRefusedForOneRequestDecidesTheOthers(t *testing.T) {
 	st := c.Stats()
 	assert.Equal(t, uint64(1), st.Batches)
 	assert.Equal(t, uint64(2), st.Batched)
+}
+
+// TestSettleWaitsWhileTheQueueGrows: after a call, a lane yields while
+// decisions keep joining its queue, and no longer: not once the queue
+// stops growing, not past a full batch, not past settleYields.
+func TestSettleWaitsWhileTheQueueGrows(t *testing.T) {
+	c, err := New(Config{Endpoints: []string{"http://127.0.0.1:1"}, MaxBatch: 8})
+	require.NoError(t, err)
+	defer c.Close()
+	l := c.laneFor("http://127.0.0.1:1")
+	yields := 0
+	joinFor := func(n int) func() { // each of the first n yields lets one decision join
+		return func() {
+			yields++
+			if yields <= n {
+				l.mu.Lock()
+				l.queue = append(l.queue, &item{})
+				l.mu.Unlock()
+			}
+		}
+	}
+
+	l.yield = joinFor(3)
+	l.settle()
+	assert.Equal(t, 4, yields, "three yields that grew the queue, then one that did not")
+	assert.Equal(t, 3, l.queued())
+
+	l.queue, yields = nil, 0
+	l.yield = joinFor(100)
+	l.settle()
+	assert.Equal(t, 7, yields, "a call takes 8: the first and 7 queued")
+	assert.Equal(t, 7, l.queued())
+
+	l.queue, yields = nil, 0
+	l.yield = joinFor(0)
+	l.settle()
+	assert.Equal(t, 1, yields, "nobody came back: one yield")
+
+	c.cfg.MaxBatch = 1000
+	l.queue, yields = nil, 0
+	l.yield = joinFor(100)
+	l.settle()
+	assert.Equal(t, settleYields, yields, "bounded while the queue keeps growing")
 }
