@@ -86,6 +86,7 @@ type Node struct {
 
 	fwd         *forward.Pool // one batching forwarder per leader address
 	decideGroup fanout.Decide // allowGroupAt
+	startGroup  fanout.Start  // startGroupAt
 
 	reconcileCh chan struct{}
 	placementCh chan struct{}
@@ -179,6 +180,7 @@ func newNode(opts Options) (*Node, error) {
 	n.mem = memlimit.NewBudget(opts.MaxMemory, opts.readHeap, n.stateBytes, n.pending.Load, n.logger)
 	n.fwd = forward.NewPool(n.forward, 4)
 	n.decideGroup = n.allowGroupAt
+	n.startGroup = n.startGroupAt
 	n.admission = &admission.Gate{
 		Disk: n.disk, Memory: n.mem, ClockErr: n.clockErr, MaxClients: opts.MaxClients,
 		Groups:  func() []*raftgroup.Group { return n.groups },

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/cluster/clientops"
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/cluster/fanout"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/origin"
@@ -52,7 +53,7 @@ func (n *Node) allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decisi
 	if err := n.admission.Admit(nil, reqs); err != nil {
 		return nil, err
 	}
-	return fanout.ByGroup(ctx, reqs, len(n.groups), n.decideGroup)
+	return fanout.ByGroup(ctx, reqs, len(n.groups), n.startGroup, n.decideGroup)
 }
 
 // allowUnsafe decides on this node's replicas without raft: only in
@@ -72,6 +73,30 @@ func (n *Node) allowUnsafe(reqs []fsm.AllowRequest) []fsm.Decision {
 // fanout.Decide (n.decideGroup, made once so a call allocates no closure).
 func (n *Node) allowGroupAt(ctx context.Context, group int, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
 	return n.allowGroup(ctx, n.groups[group], reqs)
+}
+
+// startGroupAt begins deciding part, all of data group index group, when
+// this node serves the group: the node's fanout.Start. It returns nil
+// where allowGroupAt must decide instead (another node leads, the lease
+// lapsed, the batcher refused at once). Its Wait goes on as decide would
+// if the entry's outcome calls for another attempt.
+func (n *Node) startGroupAt(ctx context.Context, group int, part []fsm.AllowRequest) fanout.Wait {
+	g := n.groups[group]
+	if self, _ := n.router.LeaderOf(g); !self || n.router.Reach.LeaseLapsed(g) {
+		return nil
+	}
+	r := origin.NewResolver(ctx, n.origins.With(part))
+	p, err := g.Batch.Start(ctx, r.Requests())
+	if err != nil {
+		return nil // nothing was queued
+	}
+	return func() ([]fsm.Decision, error) {
+		ds, err := p.Wait()
+		if err = r.Check(err); errors.Is(err, errs.ErrNotLeader) {
+			return n.decide(ctx, g, r)
+		}
+		return r.Finish(ds, err)
+	}
 }
 
 // allowGroup decides reqs, all of group g, at g's leader. Each request gets

@@ -114,6 +114,22 @@ func NewBatcher(g *Group, clock Clock, maxBatch, maxInflight int, observeSize fu
 // outcome is unknown and a retry with the same request ids is the way to
 // learn it.
 func (b *Batcher) Submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error) {
+	p, err := b.Start(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Pending is a submission on its way into an entry (see Start).
+type Pending struct {
+	b *Batcher
+	s submission
+}
+
+// Start queues reqs without waiting for their decisions: Pending.Wait
+// does, as Submit would. An error means nothing was queued.
+func (b *Batcher) Start(ctx context.Context, reqs []fsm.AllowRequest) (*Pending, error) {
 	if !b.g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errs.ErrNotLeader, b.g.ID)
 	}
@@ -136,9 +152,10 @@ func (b *Batcher) Submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 			return nil, fmt.Errorf("group %s: %w", b.g.ID, err)
 		}
 	}
-	s := &submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}
+	p := &Pending{b: b, s: submission{ctx: ctx, reqs: reqs, done: make(chan outcome, 1)}}
 	select {
-	case b.in <- s:
+	case b.in <- &p.s:
+		return p, nil
 	case <-b.stop:
 		return nil, errs.ErrShuttingDown
 	default:
@@ -147,13 +164,18 @@ func (b *Batcher) Submit(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.De
 		// their deadlines.
 		return nil, fmt.Errorf("%w: group %s: %d submissions queued", errs.ErrOverloaded, b.g.ID, cap(b.in))
 	}
-	exited := b.exited
+}
+
+// Wait waits for the decisions of p's requests, or for the end of the
+// context Start was given; its error means what Submit's does.
+func (p *Pending) Wait() ([]fsm.Decision, error) {
+	s, exited := &p.s, p.b.exited
 	for {
 		select {
 		case o := <-s.done:
 			return o.decisions, o.err
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: group %s: %w", errs.ErrOutcomeUnknown, b.g.ID, ctx.Err())
+		case <-s.ctx.Done():
+			return nil, fmt.Errorf("%w: group %s: %w", errs.ErrOutcomeUnknown, p.b.g.ID, s.ctx.Err())
 		case <-exited:
 			// The queue send can win against a concurrent close: if run
 			// left without taking s, nothing was proposed for it.
