@@ -113,7 +113,9 @@ type Config struct {
 	// NoCoalesce sends every decision as its own POST /v1/allow. By default
 	// concurrent decisions bound for one node, while MaxInflight calls to it
 	// are outstanding, travel together as one POST /v1/allow/batch: the
-	// node decides each group's part as one raft entry, in parallel.
+	// node decides each group's part as one raft entry, in parallel. Before
+	// each next call leaves, callers the last one answered that ask again
+	// at once are given a moment (a few yields of the processor) to join it.
 	NoCoalesce bool
 	// CoalesceWindow is how long a decision that finds its node idle waits
 	// for company before it is sent (default 0: it goes at once).
