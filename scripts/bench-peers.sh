@@ -10,7 +10,8 @@
 #                      each round-robin, then through the Go client (loadgen
 #                      -mode client: every decision sent to its group's leader
 #                      from GET /v1/routes), coalesced and not
-#   quorate-1 client   the first store's node through the Go client, coalesced and not
+#   quorate-1 client   the first store's node through the Go client, coalesced and
+#                      not, alternated PAIRS times like the gRPC rows
 #   ..., gRPC          the first store's node and the 3-node cluster through the
 #                      Envoy rate-limit service (serve --grpc-addr), as Envoy calls it;
 #                      over 10,000 keys each gRPC run follows an HTTP run of the same
@@ -36,7 +37,8 @@
 #
 # Knobs: DURATION (8s per run), CONNS ("64 8"), KEYSPACES ("10000 1"),
 # CLIENT_CONNS (64 goroutines in the client rows), PAIRS (3: HTTP and gRPC
-# runs alternated; one 8 s run here varies by about 10% from the next),
+# runs, and coalesced and one-call client runs, alternated; one 8 s run
+# here varies by 10-15% from the next),
 # BATCH_CONNS (16), BATCH (1000), PEERS (0), RESULTS (JSON file), QUORATE_ARGS
 # (extra serve flags for every node), LOG_STORES ("shared boltdb"; "default"
 # passes no --log-store, for binaries that lack the flag), SECURITY_MODES
@@ -177,11 +179,13 @@ workloads() {
 
 # client_rows LABEL TARGETS PIDS METRICS: CLIENT_CONNS goroutines of one
 # process deciding through the Go client (package client) over 10,000 keys,
-# with coalescing and without.
+# coalesced, then one call a decision, the pair PAIRS times; the table
+# shows the median run of each and the ratios run by run.
 client_rows() {
-  local c
-  for c in true false; do
-    LOADGEN_ARGS="-coalesce=$c" measure "$1, client$([ "$c" = true ] && echo ", coalesced")" client "$2" "$3" "$4" "$CLIENT_CONNS" 10000 1
+  local i
+  for i in $(seq 1 "$PAIRS"); do
+    LOADGEN_ARGS=-coalesce=true measure "$1, client, coalesced" client "$2" "$3" "$4" "$CLIENT_CONNS" 10000 1
+    LOADGEN_ARGS=-coalesce=false measure "$1, client" client "$2" "$3" "$4" "$CLIENT_CONNS" 10000 1
   done
 }
 

@@ -146,8 +146,9 @@ func TestReport(t *testing.T) {
 }
 
 // Repeated runs of a row are one row, the median run, and the gRPC row
-// alternated with its HTTP row gets its ratio run by run; no run's
-// failures are hidden by the median.
+// alternated with its HTTP row, or the coalesced client row with the
+// one-call client row, gets its ratio run by run; no run's failures are
+// hidden by the median.
 func TestReportTakesMediansAndRatiosOfAlternatedRuns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "runs.json")
 	var buf bytes.Buffer
@@ -155,11 +156,14 @@ func TestReportTakesMediansAndRatiosOfAlternatedRuns(t *testing.T) {
 	run64 := func(label string, perSecond float64, errors int64) result {
 		return result{Label: label, Connections: 64, Keys: 10000, Batch: 1, PerSecond: perSecond, Errors: errors}
 	}
+	p99 := func(r result, micros int64) result { r.P99Micros = micros; return r }
 	for _, r := range []result{
 		run64("ceiling", 20000, 0),
 		run64("quorate-3", 4000, 0), run64("quorate-3, gRPC", 4400, 0),
 		run64("quorate-3", 5000, 2), run64("quorate-3, gRPC", 4500, 0),
 		run64("quorate-3", 4500, 0), run64("quorate-3, gRPC", 5400, 1),
+		p99(run64("quorate-1, client, coalesced", 60000, 0), 4000), p99(run64("quorate-1, client", 20000, 0), 10000),
+		p99(run64("quorate-1, client, coalesced", 45000, 0), 5000), p99(run64("quorate-1, client", 18000, 0), 10000),
 	} {
 		require.NoError(t, enc.Encode(r))
 	}
@@ -172,13 +176,14 @@ func TestReportTakesMediansAndRatiosOfAlternatedRuns(t *testing.T) {
 	assert.Contains(t, text, "| quorate-3 (median of 3) | 64 | 10,000 uniform | 1 | 4,500 | ×0.23 |")
 	assert.Contains(t, text, "| quorate-3, gRPC (median of 3) | 64 | 10,000 uniform | 1 | 4,500 | ×0.23 |")
 	assert.Regexp(t, `\| quorate-3 \(median of 3\) .*\| 2 \|\n`, text, "failed calls of every run")
-	assert.Contains(t, text, "- quorate-3, 64 conns: ×1.10 ×0.90 ×1.20; median ×1.10")
+	assert.Contains(t, text, "- quorate-3, 64 conns: ×1.10 ×0.90 ×1.20; median ×1.10\n", "no p99 ratio where p99 is unknown")
+	assert.Contains(t, text, "- quorate-1, client, 64 conns: ×3.00 ×2.50; median ×2.75; p99 ×0.40 ×0.50; median ×0.45\n")
 
 	var rep report
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &rep))
-	require.Len(t, rep.Runs, 3, "one row per label and workload")
+	require.Len(t, rep.Runs, 5, "one row per label and workload")
 	assert.Equal(t, []float64{4000, 5000, 4500}, rep.Runs[1].Repeats, "in the order run")
 	assert.Nil(t, rep.Runs[0].Repeats, "a single run has none")
 }

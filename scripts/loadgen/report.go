@@ -33,6 +33,8 @@ type reportedRun struct {
 	// workload, in the order they ran, when it ran more than once; the
 	// row itself is the run of median throughput.
 	Repeats []float64 `json:"repeats,omitempty"`
+	// RepeatP99s is the p99 of each of those runs, in µs.
+	RepeatP99s []int64 `json:"repeat_p99_micros,omitempty"`
 }
 
 // workload is what makes two runs comparable.
@@ -67,13 +69,16 @@ func medians(runs []reportedRun) []reportedRun {
 			continue
 		}
 		repeats := make([]float64, len(rs))
+		p99s := make([]int64, len(rs))
 		for i, r := range rs {
 			repeats[i] = r.PerSecond
+			p99s[i] = r.P99Micros
 		}
 		sorted := slices.Clone(rs)
 		slices.SortStableFunc(sorted, func(a, b reportedRun) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
 		m := sorted[(len(sorted)-1)/2]
 		m.Repeats = repeats
+		m.RepeatP99s = p99s
 		m.Errors = 0
 		for _, r := range rs {
 			m.Errors += r.Errors
@@ -84,47 +89,68 @@ func medians(runs []reportedRun) []reportedRun {
 	return out
 }
 
-// grpcSuffix marks the gRPC row that bench-peers alternates with the HTTP
-// row of the same label.
-const grpcSuffix = ", gRPC"
+// An alternation is a pair of rows bench-peers runs in turn, several
+// times, on the same nodes: the row labelled base+over and the one
+// labelled base+under. Run i of one is compared with run i of the other.
+type alternation struct {
+	over, under string
+	title       string
+}
 
-// writeAlternated prints, for every gRPC row run several times beside
-// its HTTP row (same label without the suffix, same workload, as many
-// runs), the ratio of each gRPC run to the HTTP run before it, and their
-// median.
+var alternations = []alternation{
+	{", gRPC", "", "gRPC ÷ HTTP, run by run (each gRPC run right after its HTTP run, on the same nodes):"},
+	{", client, coalesced", ", client",
+		"Go client, coalesced ÷ one call a decision, run by run (each one-call run right after its coalesced run, on the same nodes), and the same for p99:"},
+}
+
+// writeAlternated prints, for every pair of alternated rows run as many
+// times as each other (same base label, same workload), the ratio of each
+// run of the one to the run of the other it was paired with, and their
+// median; and the same for p99.
 func writeAlternated(w io.Writer, runs []reportedRun) {
 	byLabel := map[string]reportedRun{}
 	for _, r := range runs {
 		byLabel[fmt.Sprint(r.Label, workloadOf(r.result))] = r
 	}
-	header := false
-	for _, g := range runs {
-		base, ok := strings.CutSuffix(g.Label, grpcSuffix)
-		if !ok || len(g.Repeats) < 2 {
-			continue
-		}
-		h, ok := byLabel[fmt.Sprint(base, workloadOf(g.result))]
-		if !ok || len(h.Repeats) != len(g.Repeats) {
-			continue
-		}
-		if !header {
-			fmt.Fprintln(w, "gRPC ÷ HTTP, run by run (each gRPC run right after its HTTP run, on the same nodes):")
-			header = true
-		}
-		ratios := make([]float64, len(g.Repeats))
-		parts := make([]string, len(g.Repeats))
-		for i := range g.Repeats {
-			if h.Repeats[i] > 0 {
-				ratios[i] = g.Repeats[i] / h.Repeats[i]
+	for _, a := range alternations {
+		header := false
+		for _, o := range runs {
+			base, ok := strings.CutSuffix(o.Label, a.over)
+			if !ok || len(o.Repeats) < 2 {
+				continue
 			}
-			parts[i] = fmtRatio(&ratios[i])
+			u, ok := byLabel[fmt.Sprint(base+a.under, workloadOf(o.result))]
+			if !ok || len(u.Repeats) != len(o.Repeats) {
+				continue
+			}
+			if !header {
+				fmt.Fprintln(w, a.title)
+				header = true
+			}
+			fmt.Fprintf(w, "- %s, %d conns: %s", base+a.under, o.Connections, ratios(o.Repeats, u.Repeats))
+			if !slices.Contains(u.RepeatP99s, 0) && len(o.RepeatP99s) == len(u.RepeatP99s) {
+				fmt.Fprintf(w, "; p99 %s", ratios(o.RepeatP99s, u.RepeatP99s))
+			}
+			fmt.Fprintln(w)
 		}
-		slices.Sort(ratios)
-		fmt.Fprintf(w, "- %s, %d conns: %s; median %s\n", base, g.Connections, strings.Join(parts, " "), fmtRatio(ptr(median(ratios))))
+		if header {
+			fmt.Fprintln(w)
+		}
 	}
-	if header {
-		fmt.Fprintln(w)
+}
+
+// ratios formats over[i]/under[i] for every i, then their median.
+func ratios[T int64 | float64](over, under []T) string {
+	rs := make([]float64, len(over))
+	parts := make([]string, len(over))
+	for i := range over {
+		if under[i] > 0 {
+			rs[i] = float64(over[i]) / float64(under[i])
+		}
+		parts[i] = fmtRatio(&rs[i])
 	}
+	slices.Sort(rs)
+	return strings.Join(parts, " ") + "; median " + fmtRatio(ptr(median(rs)))
 }
 
 // median of sorted values: the middle one, or the mean of the two middle
