@@ -10,9 +10,9 @@ import (
 )
 
 // A lane carries the decisions bound for one node, whichever groups it
-// leads for them. While
-// MaxInflight calls on the lane are outstanding, new decisions queue; when a call returns,
-// everything queued (up to MaxBatch) leaves as one POST /v1/allow/batch.
+// leads for them. While MaxInflight calls on the lane are outstanding, new
+// decisions queue; when a call returns, everything queued (up to MaxBatch)
+// leaves as one POST /v1/allow/batch.
 // A lone decision on an idle lane goes at once (after CoalesceWindow, if
 // set), so coalescing costs nothing when there is nothing to coalesce, and
 // under load the number of calls follows the node's speed, not the
@@ -123,7 +123,8 @@ func (l *lane) drain(first *item) {
 // a closed loop split into two waves that take turns, each call carrying
 // half of them: measured against one node, 64 goroutines (loadgen -mode
 // client), 32 decisions a call without and about 48 with. When no caller
-// comes back, it costs one yield.
+// comes back, it costs one yield. (Each look at the queue takes the
+// lane's lock; a yield costs far more than that uncontended lock.)
 func (l *lane) settle() {
 	n := l.queued()
 	for range settleYields {

@@ -24,7 +24,7 @@ func TestAuditThroughAnyNode(t *testing.T) {
 	require.Eventually(t, func() bool { return tc.nodes[0].ClusterVersion() >= fsm.ClusterVersionAudit }, 20*time.Second, 10*time.Millisecond)
 	var followers []*Node
 	for _, n := range tc.nodes {
-		if self, _ := n.leaderOf(n.meta); !self {
+		if self, _ := n.router.LeaderOf(n.meta); !self {
 			followers = append(followers, n)
 		}
 	}

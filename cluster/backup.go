@@ -42,7 +42,7 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) (backup.Header, error) {
 
 // backupGroup writes group g's snapshot, read at its leader, to w.
 func (n *Node) backupGroup(ctx context.Context, g *raftgroup.Group, w io.Writer) error {
-	return n.atLeader(ctx, g,
+	return n.router.AtLeader(ctx, g,
 		func() error {
 			write, err := n.snapshotLocal(ctx, g)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/cluster/membership"
 	"github.com/quorate/quorate/cluster/peerrpc"
 	"github.com/quorate/quorate/cluster/raftgroup"
@@ -46,11 +47,11 @@ func (n *Node) newClockGuard() *clock.Guard {
 	})
 }
 
-// clockErr returns clock.ErrOff, joined with errNotLeader, unless this
+// clockErr returns clock.ErrOff, joined with errs.ErrNotLeader, unless this
 // node's clock is in bounds.
 func (n *Node) clockErr() error {
 	if err := n.clockGuard.Err(); err != nil {
-		return errors.Join(errNotLeader, err)
+		return errors.Join(errs.ErrNotLeader, err)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.members.SetLeaving()
 	kick(n.placementCh)
 	removed := func(ctx context.Context) bool {
-		return placer.RemovedEverywhere(ctx, n.opts.NodeID, n.members.Snapshot(), n.allGroups(), n.leaderOf, n.rpc)
+		return placer.RemovedEverywhere(ctx, n.opts.NodeID, n.members.Snapshot(), n.allGroups(), n.router.LeaderOf, n.rpc)
 	}
 	if err := placer.WaitRemoved(ctx, removed, func() { kick(n.placementCh) }); err != nil {
 		n.logger.Warn("leave: still a voter of some groups; closing anyway", "err", err)

@@ -23,7 +23,7 @@ func (n *Node) newConfigSyncer() *configsync.Syncer {
 	return configsync.New(configsync.Config{
 		Self: n.opts.NodeID, Initial: n.opts.Initial,
 		Groups:   func() (*raftgroup.Group, []*raftgroup.Group) { return n.meta, n.groups },
-		LeaderOf: n.leaderOf,
+		LeaderOf: n.router.LeaderOf,
 		Members:  n.trustedMembers,
 		RPC:      n.rpc,
 		Versions: n.versions,
@@ -52,7 +52,7 @@ func (n *Node) ChangeConfig(ctx context.Context, op fsm.ConfigOp) (api.ConfigCha
 		return api.ConfigChange{}, err
 	}
 	var cc api.ConfigChange
-	err := n.atLeader(ctx, n.meta,
+	err := n.router.AtLeader(ctx, n.meta,
 		func() (err error) { cc, err = n.configs.ChangeLocal(ctx, op); return err },
 		func(addr string) error {
 			w, err := peerrpc.Call[peerrpc.WireConfigChange](ctx, n.rpc, addr, "/internal/config-op", peerrpc.ToWireConfigOp(op))
@@ -84,7 +84,7 @@ func (n *Node) Audit(ctx context.Context, since uint64, limit int) (fsm.AuditPag
 		return fsm.AuditPage{}, fmt.Errorf("%w: the audit trail starts at cluster version %d, the cluster is at %d", ErrClusterVersion, fsm.ClusterVersionAudit, v)
 	}
 	var p fsm.AuditPage
-	err := n.atLeader(ctx, n.meta,
+	err := n.router.AtLeader(ctx, n.meta,
 		func() (err error) { p, err = n.configs.AuditLocal(ctx, since, limit); return err },
 		func(addr string) error {
 			w, err := peerrpc.Call[peerrpc.WireAuditPage](ctx, n.rpc, addr, "/internal/audit", peerrpc.WireAuditReq{Since: since, Limit: limit})
@@ -103,7 +103,7 @@ const MaxAuditPage = configsync.MaxAuditPage
 // leader after it confirms its leadership.
 func (n *Node) Config(ctx context.Context) (bucket.Config, error) {
 	var c bucket.Config
-	err := n.atLeader(ctx, n.meta,
+	err := n.router.AtLeader(ctx, n.meta,
 		func() (err error) { c, err = n.configs.ConfigLocal(ctx); return err },
 		func(addr string) (err error) {
 			w, err := peerrpc.Call[peerrpc.WireConfig](ctx, n.rpc, addr, "/internal/config", struct{}{})

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,6 +179,14 @@ var LoopbackRaftTimings = raftgroup.LoopbackTimings
 // second.
 var DefaultRaftTimings = raftgroup.DefaultTimings
 
+// positiveOr is v, or d when v is not positive.
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.NodeID == "" {
 		return o, errors.New("cluster: NodeID is required")
@@ -209,57 +218,31 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RaftLogLevel == nil {
 		o.RaftLogLevel = slog.LevelWarn
 	}
-	if o.MaxPending <= 0 {
-		o.MaxPending = DefaultMaxPending
-	}
-	if o.MaxClockOffset == 0 {
-		o.MaxClockOffset = DefaultMaxClockOffset
-	}
-	if o.MinFreeDisk == 0 {
-		o.MinFreeDisk = DefaultMinFreeDisk
-	}
+	o.MaxPending = positiveOr(o.MaxPending, DefaultMaxPending)
+	o.MaxClockOffset = cmp.Or(o.MaxClockOffset, DefaultMaxClockOffset)
+	o.MinFreeDisk = cmp.Or(o.MinFreeDisk, DefaultMinFreeDisk)
 	switch {
 	case o.MaxMemory == 0:
 		o.MaxMemory = memlimit.Default()
 	case o.MaxMemory < 0:
 		o.MaxMemory = 0
 	}
-	if o.MaxClients == 0 {
-		o.MaxClients = DefaultMaxClients
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = DefaultMaxBatch
-	}
+	o.MaxClients = cmp.Or(o.MaxClients, DefaultMaxClients)
+	o.MaxBatch = positiveOr(o.MaxBatch, DefaultMaxBatch)
 	if o.MaxBatch > fsm.MaxBatch {
 		return o, fmt.Errorf("cluster: max batch must be at most %d (what an entry may carry), got %d", fsm.MaxBatch, o.MaxBatch)
 	}
-	if o.MaxInflight <= 0 {
-		o.MaxInflight = DefaultMaxInflight
-	}
-	if o.ReclaimInterval == 0 {
-		o.ReclaimInterval = DefaultReclaimInterval
-	}
-	if o.Raft == (RaftTimings{}) {
-		o.Raft = DefaultRaftTimings
-	}
-	if o.RaftAddr == "" {
-		o.RaftAddr = "127.0.0.1:7071"
-	}
-	if o.GossipAddr == "" {
-		o.GossipAddr = "127.0.0.1:7072"
-	}
-	if o.Replicas == 0 {
-		o.Replicas = DefaultReplicas
-	}
+	o.MaxInflight = positiveOr(o.MaxInflight, DefaultMaxInflight)
+	o.ReclaimInterval = cmp.Or(o.ReclaimInterval, DefaultReclaimInterval)
+	o.Raft = cmp.Or(o.Raft, DefaultRaftTimings)
+	o.RaftAddr = cmp.Or(o.RaftAddr, "127.0.0.1:7071")
+	o.GossipAddr = cmp.Or(o.GossipAddr, "127.0.0.1:7072")
+	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
 	if o.Replicas < 1 || o.Replicas > 7 {
 		return o, fmt.Errorf("cluster: replicas must be 1..7, got %d", o.Replicas)
 	}
-	if o.DeadAfter <= 0 {
-		o.DeadAfter = DefaultDeadAfter
-	}
-	if o.PlacementInterval <= 0 {
-		o.PlacementInterval = DefaultPlacementInterval
-	}
+	o.DeadAfter = positiveOr(o.DeadAfter, DefaultDeadAfter)
+	o.PlacementInterval = positiveOr(o.PlacementInterval, DefaultPlacementInterval)
 	if o.TLS != nil && !peertls.Names(o.TLS.Cert, o.NodeID) {
 		return o, fmt.Errorf("cluster: the cluster certificate names %q, not this node (%q): peers would refuse to place it", o.TLS.Cert.Subject.CommonName, o.NodeID)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorate/quorate/bucket"
 	"github.com/quorate/quorate/cluster/clock"
+	"github.com/quorate/quorate/cluster/errs"
 	"github.com/quorate/quorate/cluster/origin"
 	"github.com/quorate/quorate/fsm"
 )
@@ -39,7 +40,7 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 		first, err := g.Batch.Submit(ctx(t), reqs) // applied; its answer never reaches the caller
 		require.NoError(t, err)
 		r := origin.NewResolver(ctx(t), reqs)
-		require.ErrorIs(t, r.Check(lost), errNotLeader, "an unknown outcome is retried")
+		require.ErrorIs(t, r.Check(lost), errs.ErrNotLeader, "an unknown outcome is retried")
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		require.Len(t, ds, 2)
@@ -53,7 +54,7 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 	t.Run("never applied", func(t *testing.T) {
 		g := n.groupFor("b")
 		r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "b", Cost: 4}}))
-		require.ErrorIs(t, r.Check(lost), errNotLeader)
+		require.ErrorIs(t, r.Check(lost), errs.ErrNotLeader)
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		assert.False(t, ds[0].Duplicate)
@@ -64,7 +65,7 @@ func TestResolverLearnsLostOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		g := n.groupFor("c")
 		r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "c", Cost: 1, RequestID: "x"}}))
-		require.ErrorIs(t, r.Check(lost), errNotLeader)
+		require.ErrorIs(t, r.Check(lost), errs.ErrNotLeader)
 		ds, err := n.decide(ctx(t), g, r)
 		require.NoError(t, err)
 		assert.True(t, ds[0].Duplicate, "the caller's own retry of an id it used before")
@@ -148,7 +149,7 @@ func TestAStopWhileResolvingLeavesTheOutcomeUnknown(t *testing.T) {
 	n := startNode(t, t.TempDir(), clock.NewManual())
 	g := n.groupFor("a")
 	r := origin.NewResolver(ctx(t), n.origins.With([]fsm.AllowRequest{{Client: "a", Cost: 1}}))
-	require.ErrorIs(t, r.Check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errNotLeader)
+	require.ErrorIs(t, r.Check(fmt.Errorf("%w: test: the answer was lost", ErrOutcomeUnknown)), errs.ErrNotLeader)
 	require.NoError(t, n.Close())
 	_, err := n.decide(ctx(t), g, r)
 	assert.ErrorIs(t, err, ErrOutcomeUnknown)

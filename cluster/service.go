@@ -82,7 +82,7 @@ func (n *Node) allowGroupAt(ctx context.Context, group int, reqs []fsm.AllowRequ
 // if the entry's outcome calls for another attempt.
 func (n *Node) startGroupAt(ctx context.Context, group int, part []fsm.AllowRequest) fanout.Wait {
 	g := n.groups[group]
-	if self, _ := n.router.LeaderOf(g); !self || n.router.Reach.LeaseLapsed(g) {
+	if !n.router.Proposes(g) {
 		return nil
 	}
 	r := origin.NewResolver(ctx, n.origins.With(part))
@@ -110,7 +110,7 @@ func (n *Node) allowGroup(ctx context.Context, g *raftgroup.Group, reqs []fsm.Al
 // gives up.
 func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *origin.Resolver) ([]fsm.Decision, error) {
 	var ds []fsm.Decision
-	err := n.atLeader(ctx, g,
+	err := n.router.AtLeader(ctx, g,
 		func() (err error) { ds, err = g.Batch.Submit(ctx, r.Requests()); return r.Check(err) },
 		func(addr string) (err error) {
 			ds, err = n.fwd.Get(addr).Submit(ctx, peerrpc.AllowItem{Group: g.Index, Requests: r.Requests()})
@@ -124,7 +124,7 @@ func (n *Node) decide(ctx context.Context, g *raftgroup.Group, r *origin.Resolve
 func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error) {
 	g := n.groupFor(client)
 	var v fsm.ClientView
-	err := n.atLeader(ctx, g,
+	err := n.router.AtLeader(ctx, g,
 		func() (err error) { v, err = clientops.View(ctx, g, n.opts.Clock, client); return err },
 		func(addr string) (err error) {
 			w, err := peerrpc.Call[peerrpc.WireClientView](ctx, n.rpc, addr, "/internal/client", peerrpc.ClientReq{Client: client})
@@ -138,7 +138,7 @@ func (n *Node) Client(ctx context.Context, client string) (fsm.ClientView, error
 // nothing, so asking again is always safe.
 func readErr(err error) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
-		return fmt.Errorf("%w: %w", errNotLeader, err)
+		return fmt.Errorf("%w: %w", errs.ErrNotLeader, err)
 	}
 	return err
 }
@@ -152,7 +152,7 @@ func (n *Node) SetClientTier(ctx context.Context, client, tier, actor string) er
 		return err
 	}
 	g := n.groupFor(client)
-	return n.atLeader(ctx, g,
+	return n.router.AtLeader(ctx, g,
 		func() error { return clientops.SetTier(ctx, g, n.opts.Clock, client, tier, actor) },
 		func(addr string) error {
 			_, err := peerrpc.Call[struct{}](ctx, n.rpc, addr, "/internal/set-tier", peerrpc.ClientReq{Client: client, Tier: tier, Actor: actor})
@@ -174,7 +174,7 @@ func (n *Node) ResetClient(ctx context.Context, client, actor string) (bool, err
 	}
 	g := n.groupFor(client)
 	var existed bool
-	err := n.atLeader(ctx, g,
+	err := n.router.AtLeader(ctx, g,
 		func() (err error) { existed, err = clientops.Reset(ctx, g, n.opts.Clock, client, actor); return err },
 		func(addr string) (err error) {
 			existed, err = peerrpc.Call[bool](ctx, n.rpc, addr, "/internal/reset-client", peerrpc.ClientReq{Client: client, Actor: actor})
@@ -193,7 +193,7 @@ func (n *Node) Ready(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	for _, g := range n.allGroups() {
-		self, addr := n.leaderOf(g)
+		self, addr := n.router.LeaderOf(g)
 		if !self && addr == "" {
 			return fmt.Errorf("%w: group %s has no leader", ErrUnavailable, g.ID)
 		}
@@ -211,5 +211,5 @@ func (n *Node) Status(ctx context.Context) (api.ClusterStatus, error) {
 	self := api.NodeStatus{ID: n.opts.NodeID, RaftAddr: n.raftAddr, HTTPAddr: n.opts.HTTPAddr, State: string(membership.Alive),
 		Version: version.Binary, MaxClusterVersion: n.maxClusterVersion()}
 	// Unproven members show as such.
-	return status.Cluster(self, n.ClusterVersion(), n.trustedMembers, n.allGroups(), n.leaderOf), nil
+	return status.Cluster(self, n.ClusterVersion(), n.trustedMembers, n.allGroups(), n.router.LeaderOf), nil
 }

@@ -32,7 +32,7 @@ func (n *Node) newVersionGate() *versions.Gate {
 		Max:        n.maxClusterVersion(),
 		Groups:     func() (*raftgroup.Group, []*raftgroup.Group) { return n.meta, n.groups },
 		Members:    func() map[string]membership.Member { return n.members.Snapshot() },
-		MetaLeader: func() (bool, string) { return n.leaderOf(n.meta) },
+		MetaLeader: func() (bool, string) { return n.router.LeaderOf(n.meta) },
 		AskMeta: func(ctx context.Context, addr string) (uint32, error) {
 			return peerrpc.Call[uint32](ctx, n.rpc, addr, "/internal/cluster-version", struct{}{})
 		},
@@ -43,7 +43,7 @@ func (n *Node) newVersionGate() *versions.Gate {
 // allocateEpoch asks the meta group for an origin epoch of this process's
 // own (origin.Source.Allocate). It runs with reconcile.
 func (n *Node) allocateEpoch() {
-	if e, ok := n.origins.Allocate(n.ClusterVersion(), n.meta, n.leaderOf, n.rpc); ok {
+	if e, ok := n.origins.Allocate(n.ClusterVersion(), n.meta, n.router.LeaderOf, n.rpc); ok {
 		n.logger.Debug("origin epoch allocated", "epoch", e)
 	}
 }

@@ -96,6 +96,8 @@ func TestAtLeaderRunsWhereTheGroupIsServed(t *testing.T) {
 	require.NoError(t, r.AtLeader(ctx, served, local, remote))
 	require.NoError(t, r.AtLeader(ctx, waiting, local, remote))
 	assert.Equal(t, []string{"local", "remote 10.0.0.3:7071"}, ran)
+	assert.True(t, r.Proposes(served), "where AtLeader runs local")
+	assert.False(t, r.Proposes(waiting), "where it forwards")
 
 	refused := fmt.Errorf("%w: bad input", errs.ErrTooManyClients)
 	err := r.AtLeader(ctx, served, func() error { return refused }, remote)
