@@ -104,7 +104,7 @@ failover: ## Kill a group leader of a throwaway 3-node cluster and time the fail
 	./scripts/failover.sh
 
 .PHONY: bench-peers
-bench-peers: ## In-memory ceiling vs quorate on 1 node (each log store) and 3, one load generator; PEERS=1 adds Redis, Gubernator (~9 min).
+bench-peers: ## In-memory ceiling vs quorate on 1 node (each log store) and 3, one load generator; PEERS=1 adds Redis, Gubernator (~12 min).
 	./scripts/bench-peers.sh
 
 .PHONY: bench-cluster
