@@ -70,7 +70,7 @@ func (r *Router) AtLeader(ctx context.Context, g *raftgroup.Group, local func() 
 		self, addr := r.LeaderOf(g)
 		var err error
 		switch {
-		case self && !r.mayPropose(g):
+		case self && r.Reach.LeaseLapsed(g):
 			err = fmt.Errorf("%w: group %s: leads, but has not heard from a majority within the lease", errs.ErrNotLeader, g.ID)
 		case self:
 			err = local()
@@ -104,10 +104,8 @@ func (r *Router) AtLeader(ctx context.Context, g *raftgroup.Group, local func() 
 // the lease.
 func (r *Router) Proposes(g *raftgroup.Group) bool {
 	self, _ := r.LeaderOf(g)
-	return self && r.mayPropose(g)
+	return self && !r.Reach.LeaseLapsed(g)
 }
-
-func (r *Router) mayPropose(g *raftgroup.Group) bool { return !r.Reach.LeaseLapsed(g) }
 
 // Routes says where each data group is decided, for callers that send each
 // decision straight to its group's leader (GET /v1/routes). A stale table
