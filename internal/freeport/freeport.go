@@ -8,13 +8,23 @@
 // running at once, one of them takes the port before the server binds it.
 // Addr draws from below that range instead, where neither ever lands, and
 // checks the port is free for both TCP and UDP (memberlist binds both).
+//
+// Test packages run as separate processes, and two of them drawing the
+// same port between check and bind was a real failure (a client test's
+// gossip listener, in a fresh-clone CI run). So each port handed out is
+// also held, for the life of the process, by an flock on a file of its
+// own under the temporary directory; the kernel lets the lock go when the
+// process ends, however it ends.
 package freeport
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -43,7 +53,7 @@ func Addr(t testing.TB) string {
 	for range 100 {
 		port := low + rand.IntN(high-low)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if !given[port] && free(addr) {
+		if !given[port] && hold(port) && free(addr) {
 			given[port] = true
 			return addr
 		}
@@ -63,4 +73,26 @@ func free(addr string) bool {
 		return false
 	}
 	return pc.Close() == nil
+}
+
+// held keeps open the files whose locks reserve this process's ports.
+var held []*os.File
+
+// hold reserves port against every other process that uses Addr, or
+// reports that one holds it already.
+func hold(port int) bool {
+	f, err := os.OpenFile(lockPath(port), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		_ = f.Close()
+		return false
+	}
+	held = append(held, f)
+	return true
+}
+
+func lockPath(port int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("quorate-freeport-%d.lock", port))
 }

@@ -2,7 +2,9 @@ package freeport
 
 import (
 	"net"
+	"os"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,4 +44,17 @@ func TestAddrNeverRepeatsAPort(t *testing.T) {
 		require.False(t, seen[addr], "%s handed out twice", addr)
 		seen[addr] = true
 	}
+}
+
+// A port handed out stays reserved against other processes: its lock
+// file cannot be locked again while this process lives.
+func TestAddrHoldsThePortAgainstOtherProcesses(t *testing.T) {
+	_, port, err := net.SplitHostPort(Addr(t))
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	f, err := os.Open(lockPath(p))
+	require.NoError(t, err)
+	defer f.Close()
+	assert.Error(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB), "another process could take the port")
 }
