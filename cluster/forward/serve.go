@@ -53,12 +53,18 @@ func Serve(ctx context.Context, body []byte, groups int, submit Submit, withRate
 	return peerrpc.AppendAllowResp(nil, resp, withRate()), nil
 }
 
-// checkItem refuses a forwarded item that names no group of this cluster or
-// carries a request for a client of another group: a peer's request is
-// checked like a caller's before anything is proposed.
+// checkItem refuses a forwarded item that names no group of this cluster,
+// carries a request for a client of another group or breaks the allow
+// command's rules (fsm.Validate): a peer's request is checked here, at this
+// node's edge, as a caller's is by the HTTP and gRPC decoders, before
+// anything is proposed. The batcher trusts what it is given; apply checks
+// again, for determinism.
 func checkItem(it peerrpc.AllowItem, groups int) error {
 	if it.Group < 0 || it.Group >= groups {
 		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)
+	}
+	if err := fsm.Validate(fsm.Allow{Requests: it.Requests}); err != nil {
+		return err
 	}
 	for _, r := range it.Requests {
 		if g := grouphash.Of(r.Client, groups); g != it.Group {

@@ -129,15 +129,17 @@ type Pending struct {
 
 // Start queues reqs without waiting for their decisions: Pending.Wait
 // does, as Submit would. An error means nothing was queued.
+//
+// reqs must be valid (fsm.Validate): the node checks a request once, where
+// it enters (the HTTP and gRPC decoders, forward.Serve for a peer's), and
+// apply checks every entry again. An invalid request here would have apply
+// refuse its whole entry, and with it every caller riding in it.
 func (b *Batcher) Start(ctx context.Context, reqs []fsm.AllowRequest) (*Pending, error) {
 	if !b.g.serving.Load() {
 		return nil, fmt.Errorf("%w: group %s", errs.ErrNotLeader, b.g.ID)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", errs.ErrNotLeader, b.g.ID, err) // nothing proposed
-	}
-	if err := fsm.Validate(fsm.Allow{Requests: reqs}); err != nil {
-		return nil, fmt.Errorf("group %s: %w", b.g.ID, err)
 	}
 	if b.g.FSM.ConfigVersion() == 0 {
 		// A new cluster's configuration reaches each data group as an entry
