@@ -18,8 +18,8 @@ import (
 	"github.com/quorate/quorate/internal/version"
 )
 
-// Allow decides reqs, valid requests (fsm.Validate: the server's decoders
-// check them), and returns one decision per request, in order. Each
+// Allow decides reqs, which must be valid (fsm.Validate; the server's
+// decoders check them), and returns one decision per request, in order. Each
 // request is decided by the leader of its client's group (this node, or
 // another reached over the internal RPC); requests of one group ride in the
 // same log entry. Every decision is committed and applied before it is

@@ -55,10 +55,9 @@ func Serve(ctx context.Context, body []byte, groups int, submit Submit, withRate
 
 // checkItem refuses a forwarded item that names no group of this cluster,
 // carries a request for a client of another group or breaks the allow
-// command's rules (fsm.Validate): a peer's request is checked here, at this
-// node's edge, as a caller's is by the HTTP and gRPC decoders, before
-// anything is proposed. The batcher trusts what it is given; apply checks
-// again, for determinism.
+// command's rules (fsm.Validate): a peer's request is checked here, where
+// it enters this node, as a caller's is by the HTTP and gRPC decoders (see
+// raftgroup.Batcher.Start).
 func checkItem(it peerrpc.AllowItem, groups int) error {
 	if it.Group < 0 || it.Group >= groups {
 		return fmt.Errorf("%w: no group %d", fsm.ErrInvalidCommand, it.Group)

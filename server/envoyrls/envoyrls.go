@@ -47,6 +47,7 @@ const MaxDescriptors = 1000
 // satisfies it.
 type Service interface {
 	// Allow decides reqs and returns one decision per request, in order.
+	// Requests have already been validated (decisions).
 	Allow(ctx context.Context, reqs []fsm.AllowRequest) ([]fsm.Decision, error)
 	// PolicyOf returns the tier and policy client is decided by, as the
 	// node knows them without asking anyone (for when_unavailable).
